@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): workloads, runner, results in docs/benchmarks.md."""

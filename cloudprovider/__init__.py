@@ -1,0 +1,1 @@
+"""Provider-neutral cloud port: instance types, offerings, errors and the CloudProvider Protocol."""

@@ -1,0 +1,1 @@
+"""The AWS cloud provider: EC2NodeClass, instance catalog, pricing and launches."""

@@ -1,0 +1,1 @@
+"""IAM policy generation for the controller and node roles (pure)."""

@@ -1,0 +1,1 @@
+"""Karpenter's `karpenter.sh` API models, keys and conditions (pure)."""

@@ -1,0 +1,1 @@
+"""Composition root: settings, wiring and the `jointer` command line."""

@@ -1,0 +1,1 @@
+"""Reconcilers: provisioning, nodeclaim lifecycle, disruption, termination."""

@@ -1,0 +1,1 @@
+"""The Kubernetes port: client Protocol, real adapter and in-memory API."""

@@ -1,0 +1,1 @@
+"""Pod-group, quota, preemptibility and GPU-fraction detection across schedulers (pure)."""

@@ -1,0 +1,1 @@
+"""Scheduling algebra: quantities, resource lists, requirements, taints and affinity (pure)."""

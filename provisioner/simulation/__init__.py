@@ -1,0 +1,1 @@
+"""`jointer simulate`: virtual clock, simulated kubelet and scheduler, scenario runner."""

@@ -1,0 +1,1 @@
+"""The cluster state cache fed by the informers."""

@@ -1,0 +1,1 @@
+"""Pure bin-packing optimisation: problem types, validation, greedy, bounds and CP-SAT."""
