@@ -1,0 +1,325 @@
+"""Benchmark workloads: Kubernetes objects (as dicts) plus an optional instance catalog.
+
+* ``karpenter_diverse`` — Karpenter's scheduling benchmark (scheduling_benchmark_test.go):
+  pods split evenly between generic pods, zonal and hostname topology spread, hostname and
+  zonal pod affinity, and hostname anti-affinity; CPU from {100m, 250m, 500m, 1, 1.5}, memory
+  from {100Mi .. 4Gi}; on Karpenter's fake catalog of 400 types (type i: i vCPU, 2i GiB,
+  10i pods, price 0.1/vCPU + 0.1/GB, kube-reserved 100m/10Mi, zones test-zone-1..3).
+* ``realistic_mix`` — deployments of typical web/API/worker shapes on the built-in us-east-1
+  catalog, some spread across zones.
+* ``gpu_gangs`` — KAI-style gangs and fractional-GPU pods with shapes drawn from the Alibaba
+  openb GPU trace (Weng et al., USENIX ATC 2023), on the built-in us-east-1 catalog.
+* ``adversarial`` — GPU pods that first-fit-decreasing packs onto one oversized node.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Obj = dict[str, Any]
+
+FAKE_ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
+_CPU_CHOICES = ("100m", "250m", "500m", "1", "1500m")
+_MEM_CHOICES = ("100Mi", "256Mi", "512Mi", "1024Mi", "2048Mi", "4096Mi")
+_LABEL_VALUES = ("a", "b", "c", "d", "e", "f", "g")
+
+
+@dataclass
+class Workload:
+    """A named plan input: objects and, when not the built-in one, a catalog document."""
+
+    name: str
+    objects: list[Obj]
+    catalog: Obj | None = None
+    notes: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def karpenter_fake_catalog(count: int = 400) -> Obj:
+    """Karpenter's ``fake.InstanceTypes(count)`` as a catalog document."""
+    types = []
+    for i in range(count):
+        cpu, mem_gi, pods = i + 1, 2 * (i + 1), 10 * (i + 1)
+        price = round(0.1 * cpu + 0.1 * mem_gi * 2**30 / 1e9, 6)
+        offerings = [
+            {"zone": zone, "capacityType": ct, "price": price, "available": True}
+            for ct, zones in (("spot", FAKE_ZONES[:2]), ("on-demand", FAKE_ZONES))
+            for zone in zones
+        ]
+        types.append(
+            {
+                "name": f"fake-it-{i}",
+                "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"},
+                "capacity": {"cpu": str(cpu), "memory": f"{mem_gi}Gi", "pods": str(pods)},
+                "allocatable": {
+                    "cpu": f"{cpu * 1000 - 100}m",
+                    "memory": f"{mem_gi * 1024 - 10}Mi",
+                    "pods": str(pods),
+                },
+                "offerings": offerings,
+            }
+        )
+    return {
+        "apiVersion": "jointer.dev/v1alpha1",
+        "kind": "InstanceCatalog",
+        "region": "test",
+        "instanceTypes": types,
+    }
+
+
+def nodepool(name: str = "default", requirements: list[Obj] | None = None, **spec: Any) -> Obj:
+    """A NodePool referencing the default EC2NodeClass."""
+    template_spec: Obj = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": requirements or [],
+    }
+    template_spec.update(spec.pop("template_spec", {}))
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": template_spec}, **spec},
+    }
+
+
+def pod(
+    name: str,
+    requests: dict[str, str],
+    *,
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    spec: Obj | None = None,
+) -> Obj:
+    """A pending, unschedulable pod."""
+    body: Obj = {
+        "containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}]
+    }
+    body.update(spec or {})
+    metadata: Obj = {"name": name, "namespace": namespace, "labels": labels or {}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": body,
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+
+
+def _resources(rng: random.Random) -> dict[str, str]:
+    return {"cpu": rng.choice(_CPU_CHOICES), "memory": rng.choice(_MEM_CHOICES)}
+
+
+def _diverse_pods(count: int, rng: random.Random) -> Iterator[Obj]:
+    per_kind = count // 6
+    index = 0
+
+    def next_name() -> str:
+        nonlocal index
+        index += 1
+        return f"bench-{index - 1}"
+
+    def label() -> dict[str, str]:
+        return {"my-label": rng.choice(_LABEL_VALUES)}
+
+    for _ in range(per_kind):
+        yield pod(next_name(), _resources(rng), labels=label())
+    for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname"):
+        for _ in range(per_kind):
+            tsc = {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": label()},
+            }
+            yield pod(
+                next_name(),
+                _resources(rng),
+                labels=label(),
+                spec={"topologySpreadConstraints": [tsc]},
+            )
+    for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone"):
+        for _ in range(per_kind):
+            term = {
+                "labelSelector": {"matchLabels": {"my-affininity": rng.choice(_LABEL_VALUES)}},
+                "topologyKey": key,
+            }
+            affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+            yield pod(
+                next_name(),
+                _resources(rng),
+                labels={"my-affininity": rng.choice(_LABEL_VALUES)},
+                spec={"affinity": affinity},
+            )
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "nginx"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    for _ in range(per_kind):
+        yield pod(next_name(), _resources(rng), labels={"app": "nginx"}, spec={"affinity": anti})
+    while index < count:
+        yield pod(next_name(), _resources(rng), labels=label())
+
+
+def karpenter_diverse(count: int, seed: int = 1) -> Workload:
+    """Karpenter's diverse benchmark pods on its 400-type fake catalog."""
+    rng = random.Random(seed)
+    objects = [nodepool(), *_diverse_pods(count, rng)]
+    return Workload(f"karpenter-diverse-{count}", objects, karpenter_fake_catalog())
+
+
+def karpenter_generic(count: int, seed: int = 1) -> Workload:
+    """Only Karpenter's generic benchmark pods (no topology) on the fake catalog."""
+    rng = random.Random(seed)
+    objects: list[Obj] = [nodepool()]
+    objects += [pod(f"bench-{i}", _resources(rng), labels={"my-label": "a"}) for i in range(count)]
+    return Workload(f"karpenter-generic-{count}", objects, karpenter_fake_catalog())
+
+
+_MIX = (
+    # (name, cpu, memory, weight, zone spread)
+    ("web", "250m", "512Mi", 30, True),
+    ("api", "500m", "1Gi", 25, True),
+    ("worker", "1", "2Gi", 20, False),
+    ("cache", "500m", "4Gi", 8, True),
+    ("java", "2", "6Gi", 10, False),
+    ("analytics", "4", "16Gi", 5, False),
+    ("ingest", "1500m", "1Gi", 2, False),
+)
+
+
+def realistic_mix(count: int, seed: int = 1) -> Workload:
+    """Typical deployments on the built-in us-east-1 catalog (c/m/r, generation > 4)."""
+    rng = random.Random(seed)
+    requirements = [
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]
+    objects: list[Obj] = [nodepool("default", requirements)]
+    weights = [w for *_, w, _ in _MIX]
+    for i in range(count):
+        app, cpu, mem, _, spread = rng.choices(_MIX, weights=weights)[0]
+        spec: Obj = {}
+        if spread:
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": app}},
+                }
+            ]
+        objects.append(
+            pod(f"{app}-{i}", {"cpu": cpu, "memory": mem}, labels={"app": app}, spec=spec)
+        )
+    return Workload(f"realistic-mix-{count}", objects)
+
+
+def _trace_path() -> Path:
+    shared = os.environ.get("JOINTER_SHARED", str(Path(__file__).resolve().parents[2] / "shared"))
+    return Path(shared) / "data" / "openb-gpu-trace" / "openb_pod_list_default.csv"
+
+
+def _gpu_pool() -> Obj:
+    return nodepool(
+        "gpu",
+        [
+            {
+                "key": "karpenter.k8s.aws/instance-gpu-manufacturer",
+                "operator": "In",
+                "values": ["nvidia"],
+            },
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+        ],
+        template_spec={"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+    )
+
+
+_GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def gpu_gangs(count: int, seed: int = 1) -> Workload:
+    """KAI gangs (whole GPUs) and fractional-GPU pods with shapes from the openb trace."""
+    rng = random.Random(seed)
+    with _trace_path().open(encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle) if int(r["num_gpu"]) > 0]
+    queue = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "research"},
+        "spec": {"resources": {"gpu": {"quota": -1, "limit": -1}}},
+    }
+    objects: list[Obj] = [_gpu_pool(), queue]
+    made = 0
+    group = 0
+    while made < count:
+        row = rng.choice(rows)
+        cpu = max(1000, min(int(row["cpu_milli"]), 16000))
+        mem = max(1024, min(int(row["memory_mib"]), 65536))
+        gpus, gpu_milli = int(row["num_gpu"]), int(row["gpu_milli"])
+        name = f"pg-{group}"
+        if gpus == 1 and gpu_milli < 1000:
+            annotations = {"pod-group-name": name, "gpu-fraction": f"{gpu_milli / 1000:.2f}"}
+            size, requests = 1, {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}
+        else:
+            size = min(rng.choice((2, 4, 8)), count - made)
+            annotations = {"pod-group-name": name}
+            requests = {"cpu": f"{cpu}m", "memory": f"{mem}Mi", "nvidia.com/gpu": str(min(gpus, 8))}
+        objects.append(
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"minMember": size, "queue": "research"},
+            }
+        )
+        objects.extend(
+            pod(
+                f"job-{group}-{member}",
+                requests,
+                namespace="ml",
+                labels={"kai.scheduler/queue": "research"},
+                annotations=annotations,
+                spec={"schedulerName": "kai-scheduler", "tolerations": _GPU_TOLERATION},
+            )
+            for member in range(size)
+        )
+        made += size
+        group += 1
+    return Workload(f"gpu-gangs-{count}", objects)
+
+
+def adversarial(count: int, seed: int = 1) -> Workload:
+    """Single-GPU pods where first-fit-decreasing grows one claim into an 8-GPU node."""
+    rng = random.Random(seed)
+    objects: list[Obj] = [_gpu_pool()]
+    for i in range(count):
+        cpu = rng.choice(("2", "3"))
+        objects.append(
+            pod(
+                f"infer-{i}",
+                {"cpu": cpu, "memory": "8Gi", "nvidia.com/gpu": "1"},
+                namespace="serving",
+                spec={"tolerations": _GPU_TOLERATION},
+            )
+        )
+    return Workload(f"adversarial-gpu-{count}", objects)
