@@ -1,0 +1,1 @@
+"""Provisioning: provisionable pods, batching, planning and NodeClaim creation."""

@@ -1,0 +1,1 @@
+"""Controller runtime: the Reconciler protocol, results, clocks and the work queue."""
