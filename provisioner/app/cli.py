@@ -26,17 +26,23 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the top-level parser with one sub-parser per command."""
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """Build the top-level parser with one sub-parser per command.
+
+    Only the module of the command named in ``argv`` is imported (to add its options), so one
+    command's dependencies never slow down or break another.
+    """
     parser = argparse.ArgumentParser(
         prog="jointer",
         description="Jointer: a Karpenter-compatible, gang-aware node provisioner.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((arg for arg in argv if not arg.startswith("-")), None)
     for name, (module_name, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(_module=module_name)
-        _load(module_name).add_arguments(sub)
+        if name == chosen:
+            _load(module_name).add_arguments(sub)
     return parser
 
 
@@ -47,8 +53,9 @@ def _load(module_name: str) -> _Command:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `jointer` command line and return its exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
     try:
         return _load(args._module).run(args)  # noqa: SLF001
     except KeyboardInterrupt:
