@@ -1,0 +1,178 @@
+"""Lower bounds on the cost of new capacity.
+
+Both bounds take ``demand``: pods per class key that must go to new bins (for a plan, what it
+places on new capacity) and bound the cost of *any* set of new bins that holds those pods under
+the problem's rules. They relax the integer problem, so they can only be lower:
+
+* ``fluid_bound``: an LP (GLOP) where each class may be split fractionally over offerings and
+  bins are bought fractionally: ``min sum_t price_t y_t`` s.t. ``sum_t z_ct = d_c``,
+  ``sum_c dem_cr z_ct <= cap_tr y_t`` per resource, GPU
+  ``sum_c (1000 gpu_c + frac_c) z_ct <= 1000 cap_t,gpu y_t`` (a bin's whole GPUs plus its
+  devices hosting fractions are at most its GPUs, and those devices hold at most 1000 each),
+  and per hostname group ``sum_{c in g} z_ct <= cap_g y_t``. Every feasible packing gives a
+  feasible point (y_t = number of bins of type t), so the LP value is a lower bound.
+* ``farley_bound``: the column-generation bound, valid for any dual vector (see its docstring).
+
+Floating point: values are scaled down by ``1e-6`` relative (and 1e-3 absolute) before taking
+the ceiling (costs are integers), so GLOP's tolerances never lift a bound above a feasible cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ortools.linear_solver import pywraplp
+
+from solver.problem import GPU_MILLI, AntiAffinity, BinType, PodClass, Problem, SpreadConstraint
+from solver.problem import TopologyKey as Key
+from solver.weights import fits_one
+
+_SAFETY = 1e-6
+
+
+def hostname_caps(problem: Problem) -> dict[str, int]:
+    """Return the per-new-bin cap of matching pods for every hostname topology constraint."""
+    caps: dict[str, int] = {}
+    for t in problem.topology:
+        if isinstance(t, SpreadConstraint) and t.key is Key.HOSTNAME:
+            caps[t.id] = t.max_skew
+        elif isinstance(t, AntiAffinity) and t.key is Key.HOSTNAME:
+            caps[t.id] = 1
+    return caps
+
+
+def _rows(problem: Problem, classes: list[PodClass]) -> list[tuple[str, dict[str, int]]]:
+    """Return resource rows: (name, coefficient per class); GPU row in milli-devices."""
+    names = sorted({r for c in classes for r in c.demand} - {problem.gpu_resource})
+    rows = [(r, {c.key: c.demand.get(r, 0) for c in classes}) for r in names]
+    gpu = {
+        c.key: GPU_MILLI * c.demand.get(problem.gpu_resource, 0) + c.gpu_fraction_milli
+        for c in classes
+    }
+    rows.append((problem.gpu_resource, gpu))
+    return rows
+
+
+def _cap(problem: Problem, t: BinType, r: str) -> int:
+    if r == problem.gpu_resource:
+        return GPU_MILLI * t.capacity.get(r, 0)
+    return t.capacity.get(r, 0)
+
+
+def _floor(value: float) -> int:
+    """Round an LP bound to a safe integer bound.
+
+    Plans cost whole micro-dollars, so the ceiling of the tolerance-reduced LP value is still
+    below every feasible cost.
+    """
+    return max(0, math.ceil(value * (1 - _SAFETY) - 1e-3))
+
+
+def fluid_bound(problem: Problem, demand: Mapping[str, int]) -> int:  # noqa: C901 - one LP
+    """Return the fluid LP lower bound in micro-dollars for placing ``demand`` on new bins.
+
+    Classes with demand but no offering that can hold one pod are ignored (nothing can place
+    them, so no plan does).
+    """
+    classes = [c for c in problem.classes if demand.get(c.key, 0) > 0]
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    caps = hostname_caps(problem)
+    rows = _rows(problem, classes)
+    obj = solver.Objective()
+    z: dict[tuple[str, str], pywraplp.Variable] = {}
+    for t in problem.bin_types:
+        members = [c for c in classes if t.id in c.allowed_bin_types and fits_one(problem, c, t)]
+        if not members:
+            continue
+        y = solver.NumVar(0, solver.infinity(), f"y_{t.id}")
+        obj.SetCoefficient(y, t.price_micros)
+        for c in members:
+            z[c.key, t.id] = solver.NumVar(0, solver.infinity(), "")
+        for r, coef in rows:
+            ct = solver.Constraint(-solver.infinity(), 0)
+            ct.SetCoefficient(y, -_cap(problem, t, r))
+            for c in members:
+                ct.SetCoefficient(z[c.key, t.id], coef[c.key])
+        for gid, cap in caps.items():
+            group = [c for c in members if gid in c.topology]
+            if group:
+                ct = solver.Constraint(-solver.infinity(), 0)
+                ct.SetCoefficient(y, -cap)
+                for c in group:
+                    ct.SetCoefficient(z[c.key, t.id], 1)
+    for c in classes:
+        vs = [v for (k, _), v in z.items() if k == c.key]
+        if vs:
+            ct = solver.Constraint(demand[c.key], demand[c.key])
+            for v in vs:
+                ct.SetCoefficient(v, 1)
+    obj.SetMinimization()
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return 0
+    return _floor(obj.Value())
+
+
+def knapsack_upper(
+    problem: Problem, t: BinType, duals: Mapping[str, float], demand: Mapping[str, int]
+) -> float:
+    """Return an upper bound on ``max sum_c duals_c a_c`` over patterns ``a`` of one bin of ``t``.
+
+    It is the LP relaxation of the pattern knapsack (resources, GPU row, hostname caps,
+    ``0 <= a_c <= demand_c``), so it is >= the value of every integer pattern.
+    """
+    classes = [
+        c
+        for c in problem.classes
+        if duals.get(c.key, 0.0) > 0
+        and demand.get(c.key, 0) > 0
+        and t.id in c.allowed_bin_types
+        and fits_one(problem, c, t)
+    ]
+    if not classes:
+        return 0.0
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    a = {c.key: solver.NumVar(0, demand[c.key], "") for c in classes}
+    for r, coef in _rows(problem, classes):
+        ct = solver.Constraint(-solver.infinity(), _cap(problem, t, r))
+        for c in classes:
+            ct.SetCoefficient(a[c.key], coef[c.key])
+    for gid, cap in hostname_caps(problem).items():
+        ct = solver.Constraint(-solver.infinity(), cap)
+        for c in classes:
+            if gid in c.topology:
+                ct.SetCoefficient(a[c.key], 1)
+    obj = solver.Objective()
+    for c in classes:
+        obj.SetCoefficient(a[c.key], duals[c.key])
+    obj.SetMaximization()
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return math.inf
+    return float(obj.Value()) * (1 + _SAFETY) + 1e-6
+
+
+def farley_bound(problem: Problem, duals: Mapping[str, float], demand: Mapping[str, int]) -> int:
+    """Return the Farley (Lagrangian) bound of the pattern LP for any non-negative duals.
+
+    Proof. The pattern LP is ``min sum_p c_p x_p`` s.t. ``sum_p a_pc x_p >= d_c``, ``x >= 0``,
+    over every feasible pattern ``p`` (one bin of type ``t(p)`` holding ``a_pc <= d_c`` pods;
+    capping at ``d_c`` loses no integer solution, so its optimum is still a lower bound of the
+    integer plan). Its dual is ``max sum_c pi_c d_c`` s.t. ``sum_c pi_c a_pc <= c_p`` for all p,
+    ``pi >= 0``. Given any ``pi >= 0`` (e.g. the duals of a restricted master stopped early),
+    let ``v_t >= max_{p of type t} sum_c pi_c a_pc`` (``knapsack_upper``) and
+    ``theta = min(1, min_t c_t / v_t)``. Then for every pattern
+    ``sum_c theta pi_c a_pc <= theta v_t <= c_t``, so ``theta pi`` is dual feasible and by weak
+    duality ``theta sum_c pi_c d_c`` is at most the LP optimum, hence at most the cost of any
+    set of new bins placing ``d``. When the master has converged, ``theta = 1`` and the bound
+    equals the LP value.
+    """
+    pi = {k: max(0.0, v) for k, v in duals.items()}
+    total = sum(pi.get(k, 0.0) * d for k, d in demand.items())
+    if total <= 0:
+        return 0
+    theta = 1.0
+    for t in problem.bin_types:
+        v = knapsack_upper(problem, t, pi, demand)
+        if v > 0:
+            theta = min(theta, t.price_micros / v)
+    return _floor(theta * total)

@@ -1,0 +1,31 @@
+"""Solver configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SolverConfig:
+    """How hard and how reproducibly to optimise.
+
+    Attributes:
+        time_limit_seconds: wall-clock budget for the whole ``solve`` (greedy, column
+            generation, CP-SAT); the best plan so far is returned when it runs out.
+        num_workers: CP-SAT search workers (1 for reproducible tests).
+        random_seed: CP-SAT seed.
+        deterministic_time: CP-SAT ``max_deterministic_time`` (reproducible budget), or None.
+        relative_gap: CP-SAT ``relative_gap_limit``.
+        colgen_rounds: maximum column-generation pricing rounds.
+        log_callback: receives solver log lines (CP-SAT search log and short progress
+            lines); ``None`` = silent. Nothing is ever printed to stdout.
+    """
+
+    time_limit_seconds: float = 5.0
+    num_workers: int = 2
+    random_seed: int = 0
+    deterministic_time: float | None = None
+    relative_gap: float = 0.0
+    colgen_rounds: int = 30
+    log_callback: Callable[[str], None] | None = None

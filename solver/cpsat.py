@@ -1,0 +1,424 @@
+"""The optimiser: an integer master over bin patterns in CP-SAT, warm-started from greedy.
+
+``solve(problem, config)``:
+
+1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
+   ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins);
+2. column generation (``solver.colgen``) seeded with both greedy plans' bins as patterns;
+3. an integer master in CP-SAT over those patterns plus explicit variables for existing bins:
+
+   * ``x_p`` (int): how many bins of pattern ``p``; ``y[e,c]`` (int): pods of class c on
+     existing bin e (with per-device variables for fractional classes and a boolean per fully
+     free device that receives fractions);
+   * ``w[c,d]`` (int): pods of class c actually placed on new bins of domain d = (pool, zone),
+     ``w[c,d] <= sum_{p in d} a_pc x_p`` (patterns may be filled partially, which keeps every
+     rule valid because removing pods never breaks capacity or hostname caps);
+   * per class ``placed_c = sum_d w[c,d] + sum_e y[e,c] <= count_c`` and ``placed_c >=`` what
+     the greedy plan placed (so the result never places fewer pods of any class);
+   * gangs: a boolean per gang, ``min * g <= placed(gang) <= total * g``; same zone / same pool
+     via one-hot choice booleans bounding the per-zone / per-pool placements;
+   * zone spread (``max - min <= skew`` over eligible zones, with existing counts), zone
+     anti-affinity (<= 1 per zone, 0 in occupied zones), zone affinity (one chosen zone);
+     hostname caps hold inside every pattern and on existing bins;
+   * pool limits and ``max_count`` as linear constraints on ``x``;
+   * objective (lexicographic by weights): unplaced pods, then price, then number of bins.
+
+   The greedy plan is the hint; CP-SAT runs with the configured workers, seed, deterministic
+   time and the remaining wall time;
+4. the plan is extracted (bins of each domain filled to ``w``), downsized, validated with
+   ``solver.validate`` and compared with the greedy plan: the better one is returned, so the
+   result is never worse than either greedy plan.
+
+Lower bound: the maximum of the fluid LP bound and the Farley pattern bound, for exactly the
+pods the returned plan puts on new bins. Status: ``OPTIMAL`` when cost equals the bound,
+``FEASIBLE`` when the optimiser beat the greedy plan, ``GREEDY`` otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from solver.bounds import fluid_bound, hostname_caps
+from solver.colgen import Pattern, generate, pattern_bound, patterns_from_solution
+from solver.config import SolverConfig
+from solver.greedy import cost_aware_ffd, downsize, karpenter_ffd, unplaced_entries
+from solver.problem import (
+    GPU_MILLI,
+    Affinity,
+    AntiAffinity,
+    ExistingPlacement,
+    NewBin,
+    Placement,
+    Problem,
+    Solution,
+    SpreadConstraint,
+    Status,
+    TopologyKey,
+)
+from solver.validate import violations
+from solver.weights import apply_pool_weights
+
+LinExpr = Any
+
+
+def _quality(s: Solution) -> tuple[int, int, int]:
+    return (sum(u.count for u in s.unplaced), s.cost_micros, len(s.new_bins))
+
+
+class _Master:
+    """Variables and constraints of the integer master."""
+
+    def __init__(self, problem: Problem, patterns: list[Pattern], floors: dict[str, int]) -> None:
+        self.p = problem
+        self.m = cp_model.CpModel()
+        self.types = {t.id: t for t in problem.bin_types}
+        self.classes = {c.key: c for c in problem.classes}
+        self.patterns = patterns
+        self.x = [self.m.new_int_var(0, self._ub(p), f"x{i}") for i, p in enumerate(patterns)]
+        self.y: dict[tuple[str, str], cp_model.IntVar] = {}
+        self.f: dict[tuple[str, int, str], cp_model.IntVar] = {}
+        self.w: dict[tuple[str, tuple[str, str]], cp_model.IntVar] = {}
+        self.placed: dict[str, LinExpr] = {}
+        self.zone: defaultdict[str, defaultdict[str, list[LinExpr]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self.pool: defaultdict[str, defaultdict[str, list[LinExpr]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self._add_existing()
+        self._add_domains()
+        self._add_placed(floors)
+        self._add_gangs()
+        self._add_topology()
+        self._add_limits()
+
+    def _ub(self, p: Pattern) -> int:
+        t = self.types[p.bin_type]
+        ub = max(math.ceil(self.classes[k].count / n) for k, n in p.counts)
+        return min(ub, t.max_count) if t.max_count is not None else ub
+
+    def _add_existing(self) -> None:  # noqa: C901, PLR0912 - one bin's rows in one place
+        caps = hostname_caps(self.p)
+        spreads = {t.id: t for t in self.p.topology if isinstance(t, SpreadConstraint)}
+        antis = {t.id: t for t in self.p.topology if isinstance(t, AntiAffinity)}
+        for e in self.p.existing:
+            members = [c for c in self.p.classes if e.id in c.allowed_existing and c.count]
+            if not members:
+                continue
+            fresh = [
+                self.m.new_bool_var("") if free == GPU_MILLI else None for free in e.gpu_free_milli
+            ]
+            for c in members:
+                self.y[e.id, c.key] = y = self.m.new_int_var(0, c.count, "")
+                self.zone[c.key][e.zone].append(y)
+                self.pool[c.key][e.pool].append(y)
+                if c.gpu_fraction_milli:
+                    fs = []
+                    for d, u in enumerate(fresh):
+                        self.f[e.id, d, c.key] = f = self.m.new_int_var(0, c.count, "")
+                        fs.append(f)
+                        if u is not None:
+                            self.m.add(f <= c.count * u)
+                    self.m.add(y == sum(fs))
+            for d, free in enumerate(e.gpu_free_milli):
+                use = [
+                    c.gpu_fraction_milli * self.f[e.id, d, c.key]
+                    for c in members
+                    if c.gpu_fraction_milli
+                ]
+                if use:
+                    self.m.add(sum(use) <= free)
+            resources = {r for c in members for r in c.demand} | {self.p.gpu_resource}
+            for r in resources:
+                load = [c.demand.get(r, 0) * self.y[e.id, c.key] for c in members]
+                if r == self.p.gpu_resource:
+                    load += [u for u in fresh if u is not None]
+                self.m.add(sum(load) <= e.remaining.get(r, 0))
+            for gid, cap in caps.items():
+                group = [self.y[e.id, c.key] for c in members if gid in c.topology]
+                if not group:
+                    continue
+                left = cap - spreads[gid].existing.get(e.id, 0) if gid in spreads else cap
+                if gid in antis and e.id in antis[gid].occupied:
+                    left = 0
+                self.m.add(sum(group) <= max(0, left))
+
+    def _add_domains(self) -> None:
+        cap: defaultdict[tuple[str, tuple[str, str]], list[LinExpr]] = defaultdict(list)
+        for p, x in zip(self.patterns, self.x, strict=True):
+            t = self.types[p.bin_type]
+            for k, n in p.counts:
+                cap[k, (t.pool, t.zone)].append(n * x)
+        for (k, dom), terms in sorted(cap.items()):
+            self.w[k, dom] = w = self.m.new_int_var(0, self.classes[k].count, "")
+            self.m.add(w <= sum(terms))
+            self.zone[k][dom[1]].append(w)
+            self.pool[k][dom[0]].append(w)
+
+    def _add_placed(self, floors: dict[str, int]) -> None:
+        for c in self.p.classes:
+            terms = [v for (_, k), v in self.y.items() if k == c.key]
+            terms += [v for (k, _), v in self.w.items() if k == c.key]
+            self.placed[c.key] = sum(terms)
+            self.m.add(sum(terms) <= c.count)
+            self.m.add(sum(terms) >= floors.get(c.key, 0))
+
+    def _add_gangs(self) -> None:
+        for g in self.p.gangs:
+            keys = [c.key for c in self.p.classes_of_gang(g.id)]
+            total = sum(self.classes[k].count for k in keys)
+            on = self.m.new_bool_var(f"gang_{g.id}")
+            placed = sum(self.placed[k] for k in keys)
+            self.m.add(placed >= g.min_count * on)
+            self.m.add(placed <= total * on)
+            for flag, table in ((g.same_zone, self.zone), (g.same_pool, self.pool)):
+                if flag:
+                    self._one_domain(keys, table)
+
+    def _one_domain(
+        self, keys: list[str], table: dict[str, defaultdict[str, list[LinExpr]]]
+    ) -> None:
+        domains = sorted({d for k in keys for d in table[k]})
+        choice = {d: self.m.new_bool_var("") for d in domains}
+        self.m.add(sum(choice.values()) <= 1)
+        for k in keys:
+            for d, terms in table[k].items():
+                self.m.add(sum(terms) <= self.classes[k].count * choice[d])
+
+    def _zone_count(self, tid: str, zone: str) -> LinExpr:
+        return sum(sum(self.zone[c.key][zone]) for c in self.p.classes if tid in c.topology)
+
+    def _add_topology(self) -> None:
+        for t in self.p.topology:
+            keys = [c.key for c in self.p.classes if t.id in c.topology]
+            zones = sorted({z for k in keys for z in self.zone[k]})
+            if isinstance(t, SpreadConstraint) and t.key is TopologyKey.ZONE:
+                self._spread(t, keys, zones)
+            elif isinstance(t, AntiAffinity) and t.key is TopologyKey.ZONE:
+                for z in zones:
+                    self.m.add(self._zone_count(t.id, z) <= (0 if z in t.occupied else 1))
+            elif isinstance(t, Affinity):
+                choice = {z: self.m.new_bool_var("") for z in zones}
+                self.m.add(sum(choice.values()) <= 1)
+                big = sum(self.classes[k].count for k in keys)
+                for z in zones:
+                    allowed = t.zones is None or z in t.zones
+                    self.m.add(self._zone_count(t.id, z) <= (big * choice[z] if allowed else 0))
+
+    def _spread(self, t: SpreadConstraint, keys: list[str], zones: list[str]) -> None:
+        big = sum(self.classes[k].count for k in keys) + sum(t.existing.values())
+        for z in zones:
+            if z not in t.zones:
+                self.m.add(self._zone_count(t.id, z) == 0)
+        lo = self.m.new_int_var(0, big, "")
+        hi = self.m.new_int_var(0, big, "")
+        for z in t.zones:
+            n = self._zone_count(t.id, z) + t.existing.get(z, 0)
+            self.m.add(n >= lo)
+            self.m.add(n <= hi)
+        self.m.add(hi - lo <= t.max_skew)
+
+    def _add_limits(self) -> None:
+        for lim in self.p.limits:
+            for r, v in lim.remaining.items():
+                terms = [
+                    self.types[p.bin_type].usage_for_limits().get(r, 0) * x
+                    for p, x in zip(self.patterns, self.x, strict=True)
+                    if self.types[p.bin_type].pool == lim.pool
+                ]
+                if terms:
+                    self.m.add(sum(terms) <= v)
+        per_type: defaultdict[str, list[cp_model.IntVar]] = defaultdict(list)
+        for p, x in zip(self.patterns, self.x, strict=True):
+            per_type[p.bin_type].append(x)
+        for tid, xs in per_type.items():
+            mc = self.types[tid].max_count
+            if mc is not None:
+                self.m.add(sum(xs) <= mc)
+
+    def set_objective(self, max_bins: int) -> None:
+        bins = sum(self.x)
+        self.m.add(bins <= max_bins)
+        k = max_bins + 1
+        top = max((t.price_micros for t in self.p.bin_types), default=0)
+        penalty = k * (top + 1)
+        price = sum(
+            self.types[p.bin_type].price_micros * x
+            for p, x in zip(self.patterns, self.x, strict=True)
+        )
+        unplaced = sum(c.count - self.placed[c.key] for c in self.p.classes)
+        self.m.minimize(penalty * unplaced + k * price + bins)
+
+    def hint(self, sol: Solution, seeds: list[Pattern]) -> None:
+        index = {p: i for i, p in enumerate(self.patterns)}
+        counts = Counter(index[p] for p in seeds if p in index)
+        for i, x in enumerate(self.x):
+            self.m.add_hint(x, counts.get(i, 0))
+        dom: Counter[tuple[str, tuple[str, str]]] = Counter()
+        for b in sol.new_bins:
+            t = self.types[b.bin_type]
+            for k, n in b.placement.counts.items():
+                dom[k, (t.pool, t.zone)] += n
+        for key, w in self.w.items():
+            self.m.add_hint(w, dom.get(key, 0))
+        on_existing = {
+            (ep.bin_id, k): n for ep in sol.existing for k, n in ep.placement.counts.items()
+        }
+        for ekey, y in self.y.items():
+            self.m.add_hint(y, on_existing.get(ekey, 0))
+
+    def extract(self, solver: cp_model.CpSolver) -> Solution:
+        by_dom: defaultdict[tuple[str, str], list[Pattern]] = defaultdict(list)
+        for p, x in zip(self.patterns, self.x, strict=True):
+            t = self.types[p.bin_type]
+            by_dom[t.pool, t.zone].extend([p] * solver.value(x))
+        new_bins: list[NewBin] = []
+        for dom, pats in sorted(by_dom.items()):
+            want = {k: solver.value(w) for (k, d), w in self.w.items() if d == dom}
+            for p in pats:
+                placement = _fill(p, want)
+                if placement.counts:
+                    new_bins.append(NewBin(p.bin_type, placement))
+        existing = self._extract_existing(solver)
+        placed: Counter[str] = Counter()
+        for pl in [b.placement for b in new_bins] + [e.placement for e in existing]:
+            placed.update(pl.counts)
+        sol = Solution(
+            tuple(new_bins),
+            tuple(existing),
+            unplaced_entries(self.p, placed),
+            0,
+            0,
+            Status.FEASIBLE,
+        )
+        return downsize(self.p, sol)
+
+    def _extract_existing(self, solver: cp_model.CpSolver) -> list[ExistingPlacement]:
+        out = []
+        for e in self.p.existing:
+            counts = {k: solver.value(v) for (eid, k), v in self.y.items() if eid == e.id}
+            counts = {k: n for k, n in counts.items() if n > 0}
+            if not counts:
+                continue
+            devices = {}
+            for k in counts:
+                if self.classes[k].gpu_fraction_milli:
+                    per = [solver.value(self.f[e.id, d, k]) for d in range(len(e.gpu_free_milli))]
+                    devices[k] = tuple(per)
+            out.append(ExistingPlacement(e.id, Placement(counts, devices)))
+        return out
+
+
+def _fill(p: Pattern, want: dict[str, int]) -> Placement:
+    counts: dict[str, int] = {}
+    devices: dict[str, tuple[int, ...]] = {}
+    pdev = dict(p.devices)
+    for k, n in p.counts:
+        take = min(n, want.get(k, 0))
+        if take <= 0:
+            continue
+        want[k] -= take
+        counts[k] = take
+        if k in pdev:
+            per, left = [], take
+            for x in pdev[k]:
+                per.append(min(x, left))
+                left -= per[-1]
+            devices[k] = tuple(per)
+    return Placement(counts, devices)
+
+
+def _log(config: SolverConfig) -> Callable[[str], None]:
+    cb = config.log_callback
+    return cb if cb is not None else (lambda _msg: None)
+
+
+def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
+    """Return the cheapest plan found within the configured limits (never worse than greedy).
+
+    Raises:
+        ProblemError: when ``problem.validate_structure()`` fails.
+    """
+    config = config or SolverConfig()
+    log = _log(config)
+    start = time.monotonic()
+    deadline = start + config.time_limit_seconds
+    problem.validate_structure()
+    filtered = apply_pool_weights(problem)
+    candidates = [cost_aware_ffd(problem), karpenter_ffd(problem)]
+    greedy = min(candidates, key=_quality)
+    seeds = patterns_from_solution(candidates[0]) + patterns_from_solution(candidates[1])
+    cg = generate(
+        filtered, greedy.new_counts(), seeds, rounds=config.colgen_rounds, deadline=deadline
+    )
+    log(
+        f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
+        f"bound {cg.lower_bound_micros}, {cg.rounds} rounds"
+    )
+    best = greedy
+    improved = False
+    if cg.patterns and time.monotonic() < deadline:
+        found = _run_master(
+            filtered,
+            patterns=cg.patterns,
+            greedy=greedy,
+            seeds=seeds,
+            config=config,
+            deadline=deadline,
+            log=log,
+        )
+        if (
+            found is not None
+            and not violations(problem, found)
+            and _quality(found) < _quality(greedy)
+        ):
+            best, improved = found, True
+    demand = best.new_counts()
+    bound = max(fluid_bound(filtered, demand), pattern_bound(filtered, cg.patterns, demand))
+    bound = min(bound, best.cost_micros)
+    status = Status.FEASIBLE if improved else Status.GREEDY
+    if bound >= best.cost_micros:
+        status = Status.OPTIMAL
+    return dataclasses.replace(
+        best, lower_bound_micros=bound, status=status, seconds=time.monotonic() - start
+    )
+
+
+def _run_master(
+    problem: Problem,
+    *,
+    patterns: list[Pattern],
+    greedy: Solution,
+    seeds: list[Pattern],
+    config: SolverConfig,
+    deadline: float,
+    log: Callable[[str], None],
+) -> Solution | None:
+    floors = greedy.placed_counts()
+    master = _Master(problem, patterns, floors)
+    master.set_objective(2 * len(greedy.new_bins) + 10)
+    master.hint(greedy, seeds)
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.num_workers = config.num_workers
+    params.random_seed = config.random_seed
+    params.max_time_in_seconds = max(0.05, deadline - time.monotonic())
+    if config.deterministic_time is not None:
+        params.max_deterministic_time = config.deterministic_time
+    params.relative_gap_limit = config.relative_gap
+    params.log_to_stdout = False
+    if config.log_callback is not None:
+        params.log_search_progress = True
+        solver.log_callback = config.log_callback
+    code = solver.solve(master.m)
+    log(f"cp-sat: {solver.status_name(code)}, objective {solver.objective_value:.0f}")
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return master.extract(solver)

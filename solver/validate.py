@@ -1,0 +1,286 @@
+"""The executable specification of a plan and the test oracle for every solver.
+
+``violations(problem, solution)`` lists every broken rule in plain words; an empty list means
+the solution is valid:
+
+* accounting: each class's placed pods plus its ``unplaced`` entries equal its count; ids exist;
+* allowed bins only (``PodClass.allowed_bin_types`` / ``allowed_existing``);
+* capacity per resource (new bins: ``BinType.capacity``; existing: ``ExistingBin.remaining``),
+  where each fully free GPU device receiving fractions consumes one unit of ``gpu_resource``;
+* fractions: fractional classes list their pods per device; per device the fractions sum to at
+  most its free share (1000 on new bins);
+* gangs: placed members are 0 or >= ``min_count``; one pool / one zone when asked;
+* topology: zone spread skew over the eligible zones, hostname spread per bin, anti-affinity,
+  zone affinity;
+* node pool limits and ``BinType.max_count``;
+* pool weights: no pod on new capacity of a pool when a higher-weight pool could take it
+  (``solver.weights``);
+* ``cost_micros`` equals ``cost(...)`` and ``lower_bound_micros <= cost_micros``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from solver.problem import (
+    GPU_MILLI,
+    Affinity,
+    AntiAffinity,
+    Placement,
+    PodClass,
+    Problem,
+    Solution,
+    SpreadConstraint,
+    TopologyKey,
+)
+from solver.weights import eligible_types
+
+
+@dataclass(frozen=True, slots=True)
+class _Bin:
+    name: str
+    zone: str
+    pool: str
+    capacity: dict[str, int]
+    devices: tuple[int, ...]
+    placement: Placement
+    existing_id: str | None
+    ref: str
+
+
+def cost(problem: Problem, solution: Solution) -> int:
+    """Return the hourly price in micro-dollars of the solution's new bins."""
+    price = {b.id: b.price_micros for b in problem.bin_types}
+    return sum(price[b.bin_type] for b in solution.new_bins if b.bin_type in price)
+
+
+def violations(problem: Problem, solution: Solution) -> list[str]:
+    """Return every rule the solution breaks (empty when valid)."""
+    out: list[str] = []
+    bins = _bins(problem, solution, out)
+    classes = {c.key: c for c in problem.classes}
+    _check_accounting(problem, solution, out)
+    for b in bins:
+        _check_bin(problem, classes, b, out)
+    _check_gangs(problem, bins, out)
+    _check_topology(problem, classes, bins, out)
+    _check_limits(problem, solution, out)
+    _check_weights(problem, classes, solution, out)
+    total = cost(problem, solution)
+    if solution.cost_micros != total:
+        out.append(f"cost_micros {solution.cost_micros} != sum of bin prices {total}")
+    if solution.lower_bound_micros > solution.cost_micros:
+        out.append(f"lower bound {solution.lower_bound_micros} > cost {solution.cost_micros}")
+    return out
+
+
+def _bins(problem: Problem, solution: Solution, out: list[str]) -> list[_Bin]:
+    types = {b.id: b for b in problem.bin_types}
+    existing = {e.id: e for e in problem.existing}
+    bins: list[_Bin] = []
+    for i, nb in enumerate(solution.new_bins):
+        bt = types.get(nb.bin_type)
+        if bt is None:
+            out.append(f"new bin {i}: unknown bin type {nb.bin_type}")
+            continue
+        devices = (GPU_MILLI,) * bt.gpus
+        name = f"new bin {i} ({bt.id})"
+        bins.append(
+            _Bin(name, bt.zone, bt.pool, dict(bt.capacity), devices, nb.placement, None, bt.id)
+        )
+    seen: set[str] = set()
+    for ep in solution.existing:
+        e = existing.get(ep.bin_id)
+        if e is None:
+            out.append(f"existing placement on unknown bin {ep.bin_id}")
+            continue
+        if e.id in seen:
+            out.append(f"existing bin {e.id} listed twice")
+        seen.add(e.id)
+        name = f"existing bin {e.id}"
+        bins.append(
+            _Bin(
+                name, e.zone, e.pool, dict(e.remaining), e.gpu_free_milli, ep.placement, e.id, e.id
+            )
+        )
+    return bins
+
+
+def _check_accounting(problem: Problem, solution: Solution, out: list[str]) -> None:
+    placed = Counter[str]()
+    for p in [b.placement for b in solution.new_bins] + [e.placement for e in solution.existing]:
+        for k, n in p.counts.items():
+            if n < 0:
+                out.append(f"class {k}: negative count {n} on a bin")
+            placed[k] += n
+    unplaced = Counter[str]()
+    for u in solution.unplaced:
+        if u.count < 0:
+            out.append(f"class {u.class_key}: negative unplaced count")
+        unplaced[u.class_key] += u.count
+    keys = {c.key for c in problem.classes}
+    out.extend(
+        f"class {k}: unknown class key in solution" for k in (set(placed) | set(unplaced)) - keys
+    )
+    out.extend(
+        f"class {c.key}: placed {placed[c.key]} + unplaced {unplaced[c.key]} != count {c.count}"
+        for c in problem.classes
+        if placed[c.key] + unplaced[c.key] != c.count
+    )
+
+
+def _check_bin(problem: Problem, classes: dict[str, PodClass], b: _Bin, out: list[str]) -> None:
+    used: Counter[str] = Counter()
+    device_use = [0] * len(b.devices)
+    for k, n in b.placement.counts.items():
+        c = classes.get(k)
+        if c is None or n == 0:
+            continue
+        allowed = c.allowed_existing if b.existing_id is not None else c.allowed_bin_types
+        if b.ref not in allowed:
+            out.append(f"{b.name}: class {k} not allowed there")
+        for r, v in c.demand.items():
+            used[r] += v * n
+        _check_fraction_devices(c, n, b, device_use, out)
+    for k in b.placement.gpu_devices:
+        c = classes.get(k)
+        if c is None or c.gpu_fraction_milli == 0:
+            out.append(f"{b.name}: gpu_devices for non-fractional class {k}")
+    for d, use in enumerate(device_use):
+        if use > b.devices[d]:
+            out.append(f"{b.name}: GPU {d} fractions {use} > free {b.devices[d]}")
+    fresh = sum(1 for d, use in enumerate(device_use) if use > 0 and b.devices[d] == GPU_MILLI)
+    used[problem.gpu_resource] += fresh
+    for r, v in used.items():
+        if v > b.capacity.get(r, 0):
+            out.append(f"{b.name}: {r} used {v} > capacity {b.capacity.get(r, 0)}")
+
+
+def _check_fraction_devices(
+    c: PodClass, n: int, b: _Bin, device_use: list[int], out: list[str]
+) -> None:
+    if c.gpu_fraction_milli == 0:
+        return
+    per_device = b.placement.gpu_devices.get(c.key, ())
+    if sum(per_device) != n or any(x < 0 for x in per_device):
+        out.append(f"{b.name}: class {c.key} device counts {per_device} do not sum to {n}")
+    if len(per_device) > len(b.devices):
+        out.append(f"{b.name}: class {c.key} uses {len(per_device)} GPUs, bin has fewer")
+        return
+    for d, x in enumerate(per_device):
+        device_use[d] += x * c.gpu_fraction_milli
+
+
+def _members_by_bin(bins: list[_Bin], keys: set[str]) -> list[tuple[_Bin, int]]:
+    out = []
+    for b in bins:
+        n = sum(v for k, v in b.placement.counts.items() if k in keys)
+        if n > 0:
+            out.append((b, n))
+    return out
+
+
+def _check_gangs(problem: Problem, bins: list[_Bin], out: list[str]) -> None:
+    for g in problem.gangs:
+        keys = {c.key for c in problem.classes_of_gang(g.id)}
+        members = _members_by_bin(bins, keys)
+        placed = sum(n for _, n in members)
+        if 0 < placed < g.min_count:
+            out.append(f"gang {g.id}: partial placement {placed} < min {g.min_count}")
+        if g.same_pool and len({b.pool for b, _ in members}) > 1:
+            out.append(f"gang {g.id}: members in several node pools")
+        if g.same_zone and len({b.zone for b, _ in members}) > 1:
+            out.append(f"gang {g.id}: members in several zones")
+
+
+def _check_topology(
+    problem: Problem, classes: dict[str, PodClass], bins: list[_Bin], out: list[str]
+) -> None:
+    for t in problem.topology:
+        keys = {k for k, c in classes.items() if t.id in c.topology}
+        members = _members_by_bin(bins, keys)
+        per_zone: Counter[str] = Counter()
+        for b, n in members:
+            per_zone[b.zone] += n
+        if isinstance(t, SpreadConstraint):
+            _check_spread(t, members, per_zone, out)
+        elif isinstance(t, AntiAffinity):
+            _check_anti(t, members, per_zone, out)
+        else:
+            _check_affinity(t, per_zone, out)
+
+
+def _check_spread(
+    t: SpreadConstraint, members: list[tuple[_Bin, int]], per_zone: Counter[str], out: list[str]
+) -> None:
+    if t.key is TopologyKey.HOSTNAME:
+        for b, n in members:
+            have = n + (t.existing.get(b.existing_id, 0) if b.existing_id else 0)
+            if have > t.max_skew:
+                out.append(f"spread {t.id}: {b.name} has {have} > max_skew {t.max_skew}")
+        return
+    if bad := set(per_zone) - set(t.zones):
+        out.append(f"spread {t.id}: pods in ineligible zones {sorted(bad)}")
+    counts = [per_zone[z] + t.existing.get(z, 0) for z in t.zones]
+    if max(counts) - min(counts) > t.max_skew:
+        out.append(f"spread {t.id}: zone counts {counts} exceed max_skew {t.max_skew}")
+
+
+def _check_anti(
+    t: AntiAffinity, members: list[tuple[_Bin, int]], per_zone: Counter[str], out: list[str]
+) -> None:
+    if t.key is TopologyKey.HOSTNAME:
+        for b, n in members:
+            if n > 1 or (b.existing_id is not None and b.existing_id in t.occupied):
+                out.append(f"anti-affinity {t.id}: {b.name} hosts {n} matching pods")
+        return
+    for z, n in per_zone.items():
+        if n > 1 or z in t.occupied:
+            out.append(f"anti-affinity {t.id}: zone {z} hosts {n} matching pods")
+
+
+def _check_affinity(t: Affinity, per_zone: Counter[str], out: list[str]) -> None:
+    zones = {z for z, n in per_zone.items() if n > 0}
+    if len(zones) > 1:
+        out.append(f"affinity {t.id}: pods in several zones {sorted(zones)}")
+    if t.zones is not None and zones - t.zones:
+        out.append(f"affinity {t.id}: pods outside allowed zones {sorted(zones - t.zones)}")
+
+
+def _check_limits(problem: Problem, solution: Solution, out: list[str]) -> None:
+    types = {b.id: b for b in problem.bin_types}
+    per_type = Counter(b.bin_type for b in solution.new_bins if b.bin_type in types)
+    for tid, n in per_type.items():
+        mc = types[tid].max_count
+        if mc is not None and n > mc:
+            out.append(f"bin type {tid}: {n} bins > max_count {mc}")
+    usage: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for tid, n in per_type.items():
+        for r, v in types[tid].usage_for_limits().items():
+            usage[types[tid].pool][r] += v * n
+    for lim in problem.limits:
+        for r, v in lim.remaining.items():
+            if usage[lim.pool][r] > v:
+                out.append(f"pool {lim.pool}: {r} usage {usage[lim.pool][r]} > limit {v}")
+
+
+def _check_weights(
+    problem: Problem, classes: dict[str, PodClass], solution: Solution, out: list[str]
+) -> None:
+    if not problem.pool_weights:
+        return
+    types = {b.id: b for b in problem.bin_types}
+    best: dict[str, int] = {}
+    for c in problem.classes:
+        eligible = eligible_types(problem, c)
+        if eligible:
+            best[c.key] = max(problem.pool_weights.get(bt.pool, 0) for bt in eligible)
+    for nb in solution.new_bins:
+        bt = types.get(nb.bin_type)
+        if bt is None:
+            continue
+        w = problem.pool_weights.get(bt.pool, 0)
+        for k, n in nb.placement.counts.items():
+            if n > 0 and k in classes and w < best.get(k, w):
+                out.append(f"class {k}: on pool {bt.pool} while a higher-weight pool can take it")

@@ -1,0 +1,81 @@
+"""Random small solver problems for property tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from solver.problem import (
+    AntiAffinity,
+    ExistingBin,
+    Gang,
+    PodClass,
+    PoolLimit,
+    Problem,
+    SpreadConstraint,
+    TopologyKey,
+)
+from tests.unit.solver.builders import GPU, bt
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> Problem:
+    n_types = draw(st.integers(1, 5))
+    types = []
+    for i in range(n_types):
+        size = draw(st.sampled_from([1, 2, 4, 8]))
+        gpus = draw(st.sampled_from([0, 0, 1, 2]))
+        price = size * 100 + gpus * 500 + draw(st.integers(0, 30))
+        pool = draw(st.sampled_from(["p", "q"]))
+        types.append(
+            bt(
+                f"t{i}",
+                size * 1000,
+                size * 2048,
+                price,
+                zone=draw(st.sampled_from("ab")),
+                pool=pool,
+                gpus=gpus,
+            )
+        )
+    ids = [t.id for t in types]
+    existing: tuple[ExistingBin, ...] = ()
+    if draw(st.booleans()):
+        existing = (
+            ExistingBin("e0", "a", "p", {"cpu": 1500, "memory": 3000, "pods": 10, GPU: 1}, (1000,)),
+        )
+    topology = (
+        SpreadConstraint("zs", TopologyKey.ZONE, 1, zones=("a", "b")),
+        AntiAffinity("ha", TopologyKey.HOSTNAME),
+    )
+    gangs = []
+    classes = []
+    for j in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["plain", "plain", "frac", "gpu", "gang", "zs", "ha"]))
+        allowed = frozenset(draw(st.sets(st.sampled_from(ids), min_size=1)))
+        demand = {"cpu": draw(st.sampled_from([250, 500, 1000, 1500])), "memory": 512, "pods": 1}
+        kw: dict[str, Any] = {}
+        if kind == "frac":
+            kw["gpu_fraction_milli"] = draw(st.sampled_from([250, 500, 700]))
+        if kind == "gpu":
+            demand[GPU] = 1
+        if kind == "gang":
+            gangs.append(Gang(f"g{j}", draw(st.integers(1, 3))))
+            kw["gang"] = f"g{j}"
+        if kind in ("zs", "ha"):
+            kw["topology"] = frozenset({kind})
+        count = draw(st.integers(3 if kind == "gang" else 1, 6))
+        classes.append(
+            PodClass(
+                f"c{j}",
+                count,
+                demand,
+                allowed,
+                allowed_existing=frozenset({"e0"}) if existing else frozenset(),
+                **kw,
+            )
+        )
+    limits = (PoolLimit("q", {"cpu": draw(st.sampled_from([2000, 8000, 100000]))}),)
+    weights = {"p": draw(st.sampled_from([0, 10]))}
+    return Problem(tuple(types), tuple(classes), existing, tuple(gangs), topology, limits, weights)

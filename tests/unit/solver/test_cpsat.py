@@ -1,0 +1,102 @@
+import dataclasses
+
+from hypothesis import given, settings
+
+from solver.bounds import fluid_bound
+from solver.colgen import generate, patterns_from_solution
+from solver.cpsat import solve
+from solver.greedy import cost_aware_ffd, karpenter_ffd
+from solver.problem import (
+    AntiAffinity,
+    Problem,
+    Solution,
+    SpreadConstraint,
+    Status,
+    TopologyKey,
+)
+from solver.validate import violations
+from tests.unit.solver.builders import TEST_CONFIG, bt, pc
+from tests.unit.solver.strategies import problems
+
+
+def _placed(s: Solution) -> int:
+    return sum(s.placed_counts().values())
+
+
+@settings(max_examples=25)
+@given(problems())
+def test_optimiser_valid_and_never_worse_than_greedy(problem):
+    s = solve(problem, TEST_CONFIG)
+    assert violations(problem, s) == []
+    for g in (karpenter_ffd(problem), cost_aware_ffd(problem)):
+        assert _placed(s) >= _placed(g)
+        if _placed(s) == _placed(g):
+            assert s.cost_micros <= g.cost_micros
+    assert 0 <= s.lower_bound_micros <= s.cost_micros
+
+
+@settings(max_examples=5)
+@given(problems())
+def test_deterministic_with_seed_and_deterministic_time(problem):
+    a = dataclasses.replace(solve(problem, TEST_CONFIG), seconds=0.0)
+    b = dataclasses.replace(solve(problem, TEST_CONFIG), seconds=0.0)
+    assert a == b
+
+
+def test_fractions_pack_four_halves_on_two_gpus():
+    types = (bt("g2", 8000, 32768, 1000, gpus=2), bt("g4", 16000, 65536, 2100, gpus=4))
+    p = Problem(types, (pc("f", 4, 500, 1024, ["g2", "g4"], gpu_fraction_milli=500),))
+    s = solve(p, TEST_CONFIG)
+    assert violations(p, s) == []
+    assert [b.bin_type for b in s.new_bins] == ["g2"]
+    assert s.status is Status.OPTIMAL
+
+
+def test_zone_spread_and_hostname_anti_affinity():
+    types = (bt("a1", 4000, 8192, 100, zone="a"), bt("b1", 4000, 8192, 100, zone="b"))
+    topo = (
+        SpreadConstraint("z", TopologyKey.ZONE, 1, zones=("a", "b")),
+        AntiAffinity("h", TopologyKey.HOSTNAME),
+    )
+    p = Problem(
+        types,
+        (pc("c", 4, 500, 512, ["a1", "b1"], topology=frozenset({"z", "h"})),),
+        topology=topo,
+    )
+    s = solve(p, TEST_CONFIG)
+    assert violations(p, s) == []
+    assert len(s.new_bins) == 4
+    assert sorted(b.bin_type for b in s.new_bins) == ["a1", "a1", "b1", "b1"]
+
+
+def test_pool_weight_prefers_heavier_pool():
+    types = (bt("cheap", 2000, 4096, 50, pool="spot"), bt("pref", 2000, 4096, 100, pool="reserved"))
+    p = Problem(types, (pc("c", 2, 1000, 1024, ["cheap", "pref"]),), pool_weights={"reserved": 5})
+    s = solve(p, TEST_CONFIG)
+    assert violations(p, s) == []
+    assert {b.bin_type for b in s.new_bins} == {"pref"}
+
+
+def test_beats_karpenter_by_ten_percent_on_gpu_adversarial():
+    # FFD keeps growing a claim while the 8-GPU type fits; one-GPU nodes are far cheaper.
+    types = (
+        bt("g1", 4000, 16384, 530_000, gpus=1),
+        bt("g8", 192000, 786432, 16_300_000, gpus=8),
+    )
+    p = Problem(types, (pc("gpu", 8, 3000, 12288, ["g1", "g8"], gpu=1),))
+    s = solve(p, TEST_CONFIG)
+    k = karpenter_ffd(p)
+    assert violations(p, s) == []
+    assert s.cost_micros <= 0.9 * k.cost_micros
+
+
+def test_lower_bounds_are_below_greedy_costs():
+    types = (bt("s", 2000, 4096, 100), bt("m", 4000, 8192, 190), bt("l", 8000, 16384, 370))
+    p = Problem(types, (pc("a", 7, 700, 900, ["s", "m", "l"]), pc("b", 5, 1300, 3000, ["m", "l"])))
+    g = cost_aware_ffd(p)
+    demand = g.new_counts()
+    assert fluid_bound(p, demand) <= g.cost_micros
+    cg = generate(p, demand, patterns_from_solution(g), rounds=5, deadline=None)
+    assert cg.lower_bound_micros <= g.cost_micros
+    s = solve(p, TEST_CONFIG)
+    assert s.lower_bound_micros <= s.cost_micros <= g.cost_micros
