@@ -22,6 +22,7 @@ class _Command(Protocol):
 # subcommand -> (module implementing add_arguments/run, one-line help)
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "catalog": ("provisioner.app.cmd_catalog", "export the instance catalog of a region"),
+    "plan": ("provisioner.app.cmd_plan", "dry-run the provisioner over manifests"),
     "iam-policy": ("provisioner.app.cmd_iam", "print the IAM policies Jointer needs"),
 }
 

@@ -1,0 +1,270 @@
+"""`jointer plan`: the provisioner's planning step over manifest files (`spec/plan.md`).
+
+Exit status 0 when a plan was computed (even if some pods cannot be placed), 2 for unusable
+input, with a message on standard error naming the file, the document and the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO
+
+EXIT_OK: Final = 0
+EXIT_INPUT: Final = 2
+
+CORE_KINDS: Final[Mapping[tuple[str, str], str]] = {
+    ("v1", "Pod"): "pods",
+    ("v1", "Node"): "nodes",
+    ("apps/v1", "DaemonSet"): "daemonsets",
+    ("v1", "PersistentVolumeClaim"): "claims",
+    ("v1", "PersistentVolume"): "volumes",
+    ("storage.k8s.io/v1", "StorageClass"): "storage_classes",
+    ("policy/v1", "PodDisruptionBudget"): "read_only",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "read_only",
+    ("karpenter.sh/v1", "NodePool"): "nodepools",
+    ("karpenter.sh/v1", "NodeClaim"): "nodeclaims",
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): "overlays",
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"): "nodeclasses",
+}
+POD_GROUP_GROUPS: Final = frozenset(
+    {
+        "scheduling.run.ai",
+        "scheduling.volcano.sh",
+        "scheduling.x-k8s.io",
+        "kueue.x-k8s.io",
+        "scheduling.k8s.io",
+        "leaderworkerset.x-k8s.io",
+        "jobset.x-k8s.io",
+        "autoscaling.x-k8s.io",
+        "batch",
+    }
+)
+
+
+class InputError(ValueError):
+    """Unusable input; the message names the file, document and field."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `jointer plan`."""
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="YAML/JSON file, directory, or - for standard input (repeatable)",
+    )
+    parser.add_argument("--catalog", metavar="CATALOG.json", help="instance catalog file")
+    parser.add_argument("--region", default="us-east-1", help="built-in catalog region")
+    parser.add_argument(
+        "--time-limit", type=float, default=5.0, metavar="SECONDS", help="optimiser budget"
+    )
+    parser.add_argument(
+        "--policy",
+        choices=("jointer", "greedy"),
+        default="jointer",
+        help="optimiser, or Karpenter-style first-fit-decreasing",
+    )
+    parser.add_argument("-o", "--output", choices=("json", "table"), default=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `jointer plan` and return its exit status."""
+    output = args.output or ("table" if sys.stdout.isatty() else "json")
+    try:
+        result = plan_files(
+            args.files,
+            catalog_path=args.catalog,
+            region=args.region,
+            time_limit=args.time_limit,
+            policy=args.policy,
+            stderr=sys.stderr,
+        )
+    except InputError as error:
+        sys.stderr.write(f"jointer plan: error: {error}\n")
+        return EXIT_INPUT
+    from provisioner.controllers.provisioning.plan import render_table  # noqa: PLC0415
+
+    if output == "json":
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(result) + "\n")
+    return EXIT_OK
+
+
+@dataclass
+class _Inputs:
+    objects: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
+    raw_groups: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+def plan_files(
+    files: Sequence[str],
+    *,
+    catalog_path: str | None,
+    region: str,
+    time_limit: float,
+    policy: str,
+    stderr: TextIO,
+    stdin: TextIO | None = None,
+    deterministic_time: float | None = None,
+) -> Any:
+    """Read the manifests and the catalog and plan; raise :class:`InputError` on bad input."""
+    from provisioner.app.manifests import ManifestError, load_documents  # noqa: PLC0415
+
+    try:
+        documents = load_documents(files, stdin=stdin)
+    except ManifestError as error:
+        raise InputError(str(error)) from error
+    inputs = _classify(documents, stderr)
+    view = _view(inputs, catalog_path=catalog_path, region=region, stderr=stderr)
+    from provisioner.controllers.provisioning.planner import PlannerConfig, plan  # noqa: PLC0415
+    from provisioner.controllers.provisioning.podfacts import PodError  # noqa: PLC0415
+
+    config = PlannerConfig(
+        policy="greedy" if policy == "greedy" else "jointer",
+        time_limit_seconds=time_limit,
+        num_workers=1 if deterministic_time is not None else 2,
+        deterministic_time=deterministic_time,
+    )
+    try:
+        return plan(view, config)
+    except PodError as error:
+        raise InputError(str(error)) from error
+
+
+def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
+    from provisioner.apis.base import parse_object  # noqa: PLC0415
+    from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
+
+    models = _models()
+    inputs = _Inputs()
+    for document in documents:
+        role = CORE_KINDS.get((document.api_version, document.kind))
+        group = document.api_version.split("/")[0] if "/" in document.api_version else ""
+        if role is None:
+            if group in POD_GROUP_GROUPS:
+                inputs.raw_groups.append(document.body)
+                continue
+            stderr.write(
+                f"jointer plan: warning: {document.where}: skipping unknown kind "
+                f"{document.api_version}/{document.kind}\n"
+            )
+            continue
+        if role == "read_only":
+            continue
+        if role == "nodeclasses":
+            inputs.objects.setdefault(role, []).append((document.where, document.body))
+            continue
+        try:
+            parsed = parse_object(models[role], document.body, kind=document.kind)
+        except ApiValidationError as error:
+            raise InputError(f"{document.where}: {error}") from error
+        inputs.objects.setdefault(role, []).append((document.where, parsed))
+        if role == "pods":
+            inputs.raw_groups.append(document.body)
+    return inputs
+
+
+def _models() -> dict[str, Any]:
+    from provisioner.apis import core  # noqa: PLC0415
+    from provisioner.apis.nodeclaim import NodeClaim  # noqa: PLC0415
+    from provisioner.apis.nodeoverlay import NodeOverlay  # noqa: PLC0415
+    from provisioner.apis.nodepool import NodePool  # noqa: PLC0415
+
+    return {
+        "pods": core.Pod,
+        "nodes": core.Node,
+        "daemonsets": core.DaemonSet,
+        "claims": core.PersistentVolumeClaim,
+        "volumes": core.PersistentVolume,
+        "storage_classes": core.StorageClass,
+        "nodepools": NodePool,
+        "nodeclaims": NodeClaim,
+        "overlays": NodeOverlay,
+    }
+
+
+def _view(inputs: _Inputs, *, catalog_path: str | None, region: str, stderr: TextIO) -> Any:
+    from cloudprovider.aws.catalog import Catalog  # noqa: PLC0415
+    from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
+    from provisioner.controllers.provisioning.cluster import ClusterView  # noqa: PLC0415
+    from provisioner.controllers.provisioning.offerings import pool_template  # noqa: PLC0415
+    from provisioner.podgroups import build_context  # noqa: PLC0415
+
+    nodeclasses = _nodeclasses(inputs)
+    catalogs: dict[str | None, Catalog] = {}
+    pools = []
+    for where, nodepool in inputs.objects.get("nodepools", []):
+        ref = nodepool.node_class_ref
+        nodeclass = nodeclasses.get(ref.name)
+        if nodeclass is None and ref.kind == "EC2NodeClass":
+            stderr.write(
+                f"jointer plan: warning: {where}: NodePool {nodepool.name}: EC2NodeClass "
+                f"{ref.name} not found; using the default node settings\n"
+            )
+        key = ref.name if nodeclass is not None else None
+        if key not in catalogs:
+            catalogs[key] = _catalog(catalog_path, region, nodeclass)
+        pools.append(pool_template(nodepool, catalogs[key].instance_types))
+    try:
+        groups = build_context(inputs.raw_groups)
+    except ApiValidationError as error:
+        raise InputError(str(error)) from error
+    return ClusterView(
+        pods=[pod for _, pod in inputs.objects.get("pods", [])],
+        nodes=[node for _, node in inputs.objects.get("nodes", [])],
+        node_claims=[claim for _, claim in inputs.objects.get("nodeclaims", [])],
+        pools=pools,
+        daemonsets=[ds for _, ds in inputs.objects.get("daemonsets", [])],
+        claims={
+            f"{c.metadata.namespace or 'default'}/{c.metadata.name}": c
+            for _, c in inputs.objects.get("claims", [])
+        },
+        volumes={v.metadata.name: v for _, v in inputs.objects.get("volumes", [])},
+        storage_classes={s.metadata.name: s for _, s in inputs.objects.get("storage_classes", [])},
+        groups=groups,
+        region=region,
+    )
+
+
+def _nodeclasses(inputs: _Inputs) -> dict[str, Any]:
+    from cloudprovider.aws.nodeclass import parse_nodeclass  # noqa: PLC0415
+    from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
+
+    result = {}
+    for where, body in inputs.objects.get("nodeclasses", []):
+        try:
+            nodeclass = parse_nodeclass(body)
+        except ApiValidationError as error:
+            raise InputError(f"{where}: {error}") from error
+        result[nodeclass.name] = nodeclass
+    return result
+
+
+def _catalog(catalog_path: str | None, region: str, nodeclass: Any) -> Any:
+    from cloudprovider.aws.catalog import builtin_catalog, read_catalog  # noqa: PLC0415
+    from cloudprovider.aws.pricing import UnsupportedRegionError  # noqa: PLC0415
+    from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
+
+    if catalog_path is None:
+        try:
+            return builtin_catalog(region, nodeclass=nodeclass)
+        except (UnsupportedRegionError, LookupError) as error:
+            raise InputError(f"--region {region}: {error}") from error
+    try:
+        with open(catalog_path, encoding="utf-8") as handle:  # noqa: PTH123
+            data = json.load(handle)
+    except (OSError, json.JSONDecodeError) as error:
+        raise InputError(f"{catalog_path}: {error}") from error
+    try:
+        return read_catalog(data, nodeclass=nodeclass)
+    except (ApiValidationError, ValueError) as error:
+        raise InputError(f"{catalog_path}: {error}") from error

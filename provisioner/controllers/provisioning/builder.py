@@ -1,0 +1,891 @@
+"""From a cluster view to a solver problem: the heart of one planning step.
+
+1. Judge every pending pod (Karpenter's provisionability rules plus the pod-group admission
+   rules); the ones their scheduler holds back are *ignored*.
+2. Read each provisionable pod's scheduling facts once per signature; match signatures against
+   every concrete option (NodePool x instance type x offering) and every existing node.
+3. Collapse identical pods into classes (same requests, same allowed capacity, same gang, same
+   topology membership), so the problem grows with the number of workloads, not pods.
+4. Express gangs, topology spreads, pod (anti-)affinity and NodePool limits as solver
+   constraints, and prune offerings that another one dominates for the same classes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from provisioner.apis import labels as wk
+from provisioner.apis.core import Node, Pod
+from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.controllers.provisioning.cluster import ClusterView
+from provisioner.controllers.provisioning.offerings import (
+    SCHEDULING_EFFECTS,
+    DaemonOverhead,
+    Option,
+    enumerate_options,
+)
+from provisioner.controllers.provisioning.podfacts import (
+    AffinityTerm,
+    PodError,
+    PodFacts,
+    SelectorKey,
+    Signature,
+    SpreadTerm,
+    pod_facts,
+    selector_matches,
+)
+from provisioner.controllers.provisioning.units import capacity_units, demand_units, to_micros
+from provisioner.podgroups import (
+    FractionError,
+    PodGroupInfo,
+    detect_group,
+    gpu_fraction_milli,
+    group_info,
+    provisionable_verdicts,
+    scaling_pod_original,
+)
+from provisioner.scheduling.affinity import AffinityError, NodeSelectorTerm
+from provisioner.scheduling.quantity import parse_quantity
+from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.resources import (
+    fits,
+    format_resource_list,
+    pod_requests,
+    subtract,
+    with_pod_slot,
+)
+from provisioner.scheduling.taints import Taint, untolerated
+from solver.problem import (
+    GPU_MILLI,
+    AntiAffinity,
+    BinType,
+    CoLocation,
+    ExistingBin,
+    Gang,
+    PodClass,
+    PoolLimit,
+    Problem,
+    SpreadConstraint,
+    TopologyConstraint,
+    TopologyKey,
+)
+
+__all__ = ["Build", "build_problem"]
+
+GPU: Final = "nvidia.com/gpu"
+NODES: Final = "nodes"
+_HOSTNAME_KEYS: Final = (wk.LABEL_HOSTNAME,)
+
+
+@dataclass(slots=True)
+class Build:
+    """A solver problem plus everything needed to map its solution back to pods and nodes."""
+
+    problem: Problem
+    options: dict[str, Option]
+    class_pods: dict[str, list[PodFacts]]
+    class_allowed: dict[str, frozenset[str]]
+    gangs: dict[str, PodGroupInfo]
+    class_carries: dict[str, frozenset[str]] = field(default_factory=dict)
+    ignored: list[tuple[str, str]] = field(default_factory=list)
+    unschedulable: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pending:
+    facts: PodFacts
+    alternatives: tuple[Requirements, ...]
+    compat_key: tuple[Signature, tuple[Requirements, ...]]
+    fraction: int = 0
+    gang: str | None = None
+    topology: set[str] = field(default_factory=set)
+    carries: set[str] = field(default_factory=set)
+
+
+def build_problem(view: ClusterView) -> Build:
+    """Build the solver problem for the pending pods of ``view``.
+
+    Raises:
+        PodError: for a pod or DaemonSet whose spec cannot be read (names the object and field).
+    """
+    daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
+    options = enumerate_options(view.pools, daemons, view.region)
+    options_by_id = {o.id: o for o in options}
+    build = Build(
+        problem=Problem(bin_types=(), classes=()),
+        options=options_by_id,
+        class_pods={},
+        class_allowed={},
+        gangs={},
+    )
+    pending = _provisionable(view, build)
+    existing = _existing_bins(view, daemons)
+    compat = _Compatibility(options, existing)
+    allowed: dict[str, frozenset[str]] = {}
+    allowed_existing: dict[str, frozenset[str]] = {}
+    for item in pending:
+        allowed[item.facts.key] = compat.options_for(item.compat_key)
+        allowed_existing[item.facts.key] = compat.existing_for(item.compat_key)
+    topology, colocations = _topology(view, pending, allowed, options_by_id, existing)
+    gangs = _gangs(view, pending, build)
+    classes = _classes(
+        pending,
+        allowed=allowed,
+        allowed_existing=allowed_existing,
+        options=options_by_id,
+        existing=existing,
+        build=build,
+    )
+    topology.extend(_colocations(colocations, classes, build))
+    resource_names = sorted({name for c in classes for name in c.demand})
+    bin_types, classes = _bin_types(classes, options_by_id, resource_names, topology)
+    build.problem = Problem(
+        bin_types=bin_types,
+        classes=tuple(classes),
+        existing=tuple(_solver_existing(bin_, resource_names) for bin_ in existing.values()),
+        gangs=tuple(gangs),
+        topology=tuple(topology),
+        limits=tuple(_limits(view, options_by_id, resource_names)),
+        pool_weights={pool.name: pool.weight for pool in view.pools},
+        gpu_resource=GPU,
+    )
+    return build
+
+
+# --- provisionability ------------------------------------------------------------------------
+
+
+def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
+    pending_pods = view.pending_pods()
+    verdicts = provisionable_verdicts(pending_pods, view.groups)
+    pending_keys = {_key(pod) for pod in pending_pods}
+    cache: dict[str, Signature] = {}
+    result: list[_Pending] = []
+    for pod in pending_pods:
+        key = _key(pod)
+        verdict = verdicts.get(key)
+        if verdict is not None and not verdict.provisionable:
+            build.ignored.append((key, verdict.reason))
+            continue
+        original = scaling_pod_original(pod)
+        if original is not None and original in pending_keys:
+            build.ignored.append((key, f"KAI scaling pod standing in for {original}"))
+            continue
+        facts = pod_facts(pod, cache=cache)
+        reason = _karpenter_ignore_reason(facts)
+        if reason is not None:
+            build.ignored.append((key, reason))
+            continue
+        volume_alternatives, volume_problem = _volume_requirements(view, facts)
+        if volume_problem is not None:
+            build.unschedulable.append((key, volume_problem))
+            continue
+        alternatives = _combine(facts.signature.alternatives, volume_alternatives)
+        try:
+            fraction = gpu_fraction_milli(pod, None)
+        except FractionError as error:
+            raise PodError(str(error)) from error
+        item = _Pending(facts, alternatives, (facts.signature, volume_alternatives))
+        if fraction is not None:
+            item = _with_fraction(item, *fraction)
+        if verdict is not None and verdict.group is not None:
+            item.gang = "/".join(verdict.group.group_id)
+        result.append(item)
+    return result
+
+
+def _key(pod: Pod) -> str:
+    return f"{pod.metadata.namespace or 'default'}/{pod.metadata.name}"
+
+
+def _karpenter_ignore_reason(facts: PodFacts) -> str | None:
+    """Karpenter's validation rules that make it ignore a pod (karpenter-behaviour §2)."""
+    pools = [alternative.get(wk.LABEL_NODEPOOL) for alternative in facts.signature.alternatives]
+    if pools and all(r is not None and r.allow_absent and r.any() is None for r in pools):
+        return "configured to not run on a Karpenter provisioned node"
+    if facts.uses_hostname:
+        return (
+            "pod requires a specific hostname (kubernetes.io/hostname); "
+            "Karpenter provisions no capacity for it"
+        )
+    return None
+
+
+def _with_fraction(item: _Pending, milli: int, devices: int) -> _Pending:
+    if milli >= GPU_MILLI or devices > 1:
+        # a whole device (or a fraction on several devices): reserve whole GPUs
+        whole = devices * 1000
+        requests = dict(item.facts.requests)
+        requests[GPU] = requests.get(GPU, 0) + whole
+        facts = _replace_requests(item.facts, requests)
+        return _Pending(facts, item.alternatives, item.compat_key)
+    return _Pending(item.facts, item.alternatives, item.compat_key, fraction=milli)
+
+
+def _replace_requests(facts: PodFacts, requests: Mapping[str, int]) -> PodFacts:
+    return replace(facts, requests=requests)
+
+
+# --- volumes ---------------------------------------------------------------------------------
+
+
+def _volume_requirements(
+    view: ClusterView, facts: PodFacts
+) -> tuple[tuple[Requirements, ...], str | None]:
+    alternatives: tuple[Requirements, ...] = (Requirements(),)
+    for claim_name in facts.claims:
+        claim = view.claims.get(f"{facts.namespace}/{claim_name}")
+        if claim is None:
+            return (), f"persistentvolumeclaim {facts.namespace}/{claim_name} not found"
+        if claim.metadata.deletion_timestamp is not None:
+            return (), f"persistentvolumeclaim {facts.namespace}/{claim_name} is being deleted"
+        terms: tuple[Requirements, ...] | None = None
+        if claim.spec.volume_name:
+            volume = view.volumes.get(claim.spec.volume_name)
+            if volume is None:
+                return (), f"persistentvolume {claim.spec.volume_name} not found"
+            required = volume.spec.node_affinity.required if volume.spec.node_affinity else None
+            if required is not None:
+                try:
+                    terms = tuple(
+                        NodeSelectorTerm.from_dict(t.model_dump(by_alias=True)).to_requirements(
+                            ignore_match_fields=True
+                        )
+                        for t in required.node_selector_terms
+                    )
+                except AffinityError as error:
+                    return (), f"persistentvolume {claim.spec.volume_name}: {error}"
+        else:
+            storage_class = view.storage_classes.get(claim.spec.storage_class_name or "")
+            if storage_class is not None and storage_class.allowed_topologies:
+                terms = tuple(
+                    Requirements.from_terms(
+                        [
+                            {"key": e.key, "operator": "In", "values": list(e.values)}
+                            for e in term.match_label_expressions
+                        ]
+                    )
+                    for term in storage_class.allowed_topologies
+                )
+        if terms:
+            alternatives = _combine(alternatives, terms)
+    return alternatives, None
+
+
+def _combine(
+    left: Sequence[Requirements], right: Sequence[Requirements]
+) -> tuple[Requirements, ...]:
+    combined = [a.union(b) for a in left for b in right]
+    return tuple(r for r in combined if r.is_satisfiable())
+
+
+# --- compatibility ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _ExistingNode:
+    id: str
+    zone: str
+    pool: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    remaining: dict[str, int]
+    gpus_free: tuple[int, ...]
+    hostname: str
+
+
+class _Compatibility:
+    """Which options and existing nodes each scheduling signature may use (cached)."""
+
+    def __init__(self, options: Sequence[Option], existing: Mapping[str, _ExistingNode]) -> None:
+        self._options = options
+        self._existing = existing
+        self._cache: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
+
+    def _compute(
+        self, key: tuple[Signature, tuple[Requirements, ...]]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        signature, volumes = key
+        alternatives = _combine(signature.alternatives, volumes)
+        tolerated: dict[str, bool] = {}
+        allowed: list[Option] = []
+        for option in self._options:
+            pool = option.pool.name
+            if pool not in tolerated:
+                tolerated[pool] = (
+                    untolerated(signature.tolerations, option.pool.taints, SCHEDULING_EFFECTS)
+                    is None
+                )
+            if tolerated[pool] and any(a.matches(option.labels) for a in alternatives):
+                allowed.append(option)
+        for preference in signature.preferred:
+            preferred = [o for o in allowed if preference.matches(o.labels)]
+            if preferred:
+                allowed = preferred
+        existing = frozenset(
+            node.id
+            for node in self._existing.values()
+            if untolerated(signature.tolerations, node.taints, SCHEDULING_EFFECTS) is None
+            and any(a.matches(node.labels) for a in alternatives)
+        )
+        result = (frozenset(o.id for o in allowed), existing)
+        self._cache[key] = result
+        return result
+
+    def options_for(self, key: tuple[Signature, tuple[Requirements, ...]]) -> frozenset[str]:
+        """Option ids the signature may use."""
+        return self._compute(key)[0]
+
+    def existing_for(self, key: tuple[Signature, tuple[Requirements, ...]]) -> frozenset[str]:
+        """Existing node ids the signature may use."""
+        return self._compute(key)[1]
+
+
+# --- existing capacity -----------------------------------------------------------------------
+
+
+def _existing_bins(view: ClusterView, daemons: DaemonOverhead) -> dict[str, _ExistingNode]:
+    """Existing nodes and in-flight NodeClaims (not yet registered) with what they have left."""
+    bound = view.bound_pods()
+    nodes: dict[str, _ExistingNode] = {}
+    for node in view.nodes:
+        if node.metadata.deletion_timestamp is not None or node.spec.unschedulable:
+            continue
+        node_bin = _node_bin(node, bound.get(node.metadata.name, []))
+        nodes[node_bin.id] = node_bin
+    registered = {n.spec.provider_id for n in view.nodes if n.spec.provider_id}
+    registered_names = {n.metadata.name for n in view.nodes}
+    for claim in view.node_claims:
+        if claim.metadata.deletion_timestamp is not None:
+            continue
+        status = claim.status
+        if status is not None and (
+            (status.provider_id and status.provider_id in registered)
+            or (status.node_name and status.node_name in registered_names)
+        ):
+            continue
+        claim_bin = _claim_bin(view, claim, daemons)
+        if claim_bin is not None:
+            nodes[claim_bin.id] = claim_bin
+    return nodes
+
+
+def _resources(values: Mapping[str, object]) -> dict[str, int]:
+    return {name: parse_quantity(str(value)) for name, value in values.items()}
+
+
+def _node_bin(node: Node, pods: Sequence[Pod]) -> _ExistingNode:
+    labels = dict(node.metadata.labels)
+    labels.setdefault(wk.LABEL_HOSTNAME, node.metadata.name)
+    allocatable = _resources(node.status.allocatable)
+    used: dict[str, int] = {}
+    fraction_used = 0
+    for pod in pods:
+        requests = with_pod_slot(
+            pod_requests(
+                [
+                    {"resources": {"requests": c.resources.requests, "limits": c.resources.limits}}
+                    for c in pod.spec.containers
+                ],
+                [
+                    {
+                        "resources": {
+                            "requests": c.resources.requests,
+                            "limits": c.resources.limits,
+                        },
+                        **({"restartPolicy": c.restart_policy} if c.restart_policy else {}),
+                    }
+                    for c in pod.spec.init_containers
+                ],
+                pod.spec.overhead or None,
+            )
+        )
+        for name, amount in requests.items():
+            used[name] = used.get(name, 0) + amount
+        fraction = _safe_fraction(pod)
+        if fraction is not None:
+            fraction_used += fraction
+    remaining = {name: max(amount, 0) for name, amount in subtract(allocatable, used).items()}
+    whole_free = remaining.get(GPU, 0) // 1000
+    partial = fraction_used % GPU_MILLI
+    whole_taken = -(-fraction_used // GPU_MILLI)
+    whole_free = max(whole_free - whole_taken, 0)
+    remaining[GPU] = whole_free * 1000
+    gpus_free = (1000,) * whole_free + ((GPU_MILLI - partial,) if partial else ())
+    taints = tuple(
+        Taint(t.key, t.value, t.effect)  # type: ignore[arg-type]
+        for t in node.spec.taints
+        if t.effect in SCHEDULING_EFFECTS
+    )
+    return _ExistingNode(
+        id=node.metadata.name,
+        zone=labels.get(wk.LABEL_ZONE, ""),
+        pool=labels.get(wk.LABEL_NODEPOOL, ""),
+        labels=labels,
+        taints=taints,
+        remaining=remaining,
+        gpus_free=gpus_free,
+        hostname=node.metadata.name,
+    )
+
+
+def _safe_fraction(pod: Pod) -> int | None:
+    try:
+        fraction = gpu_fraction_milli(pod, None)
+    except FractionError:
+        return None
+    if fraction is None or fraction[0] >= GPU_MILLI:
+        return None
+    return fraction[0] * fraction[1]
+
+
+def _claim_bin(
+    view: ClusterView, claim: NodeClaim, daemons: DaemonOverhead
+) -> _ExistingNode | None:
+    requirements = Requirements.from_terms(
+        [r.model_dump(by_alias=True, exclude_none=True) for r in claim.spec.requirements]
+    )
+    labels = requirements.labels()
+    pool_name = claim.metadata.labels.get(wk.LABEL_NODEPOOL, labels.get(wk.LABEL_NODEPOOL, ""))
+    labels = {**labels, **claim.metadata.labels}
+    allocatable: dict[str, int] | None = None
+    if claim.status is not None and claim.status.allocatable:
+        allocatable = _resources(claim.status.allocatable)
+    else:
+        pool = view.pool(pool_name)
+        type_name = labels.get(wk.LABEL_INSTANCE_TYPE)
+        if pool is not None and type_name is not None:
+            instance_type = next((t for t in pool.instance_types if t.name == type_name), None)
+            if instance_type is not None:
+                labels = {**instance_type.labels, **labels}
+                overhead = daemons.requests_for(labels, pool.taints)
+                allocatable = subtract(instance_type.allocatable, overhead)
+    if allocatable is None:
+        return None
+    taints = tuple(Taint(t.key, t.value or "", t.effect) for t in claim.spec.taints)
+    gpus = allocatable.get(GPU, 0) // GPU_MILLI
+    return _ExistingNode(
+        id=f"nodeclaim/{claim.metadata.name}",
+        zone=labels.get(wk.LABEL_ZONE, ""),
+        pool=pool_name,
+        labels=labels,
+        taints=taints,
+        remaining={k: max(v, 0) for k, v in allocatable.items()},
+        gpus_free=(1000,) * gpus,
+        hostname="",
+    )
+
+
+def _solver_existing(node: _ExistingNode, names: Sequence[str]) -> ExistingBin:
+    return ExistingBin(
+        id=node.id,
+        zone=node.zone,
+        pool=node.pool,
+        remaining=capacity_units(node.remaining, names),
+        gpu_free_milli=node.gpus_free,
+    )
+
+
+# --- gangs -----------------------------------------------------------------------------------
+
+
+def _gangs(view: ClusterView, pending: Sequence[_Pending], build: Build) -> list[Gang]:
+    """Gangs among the pending pods; members of groups that are not gangs lose their gang id."""
+    members: dict[str, list[_Pending]] = defaultdict(list)
+    for item in pending:
+        if item.gang is not None:
+            members[item.gang].append(item)
+    gangs: list[Gang] = []
+    for gang_id, items in sorted(members.items()):
+        ref = detect_group(items[0].facts.pod)
+        info = group_info(ref, view.groups) if ref is not None else None
+        if info is None or not info.is_gang:
+            for item in items:
+                item.gang = None
+            continue
+        build.gangs[gang_id] = info
+        pending_keys = {item.facts.key for item in items}
+        running = len(set(info.members) - pending_keys)
+        minimum = max(1, min((info.min_count or 1) - running, len(items)))
+        gangs.append(Gang(gang_id, minimum, same_pool=True, same_zone=info.same_zone))
+    return gangs
+
+
+# --- topology --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _TopologyContext:
+    """What topology constraints are computed from."""
+
+    pending: Sequence[_Pending]
+    bound: Sequence[tuple[str, Pod]]
+    node_zone: Mapping[str, str]
+    allowed: Mapping[str, frozenset[str]]
+    options: Mapping[str, Option]
+    existing: Mapping[str, _ExistingNode]
+
+    def counts(
+        self, namespaces: Iterable[str], selector: SelectorKey, *, zone: bool
+    ) -> dict[str, int]:
+        return _bound_counts(self.bound, namespaces, selector, self.node_zone if zone else None)
+
+
+def _topology(
+    view: ClusterView,
+    pending: Sequence[_Pending],
+    allowed: Mapping[str, frozenset[str]],
+    options: Mapping[str, Option],
+    existing: Mapping[str, _ExistingNode],
+) -> tuple[list[TopologyConstraint], list[_CoLocationSpec]]:
+    """Spread, anti-affinity and affinity constraints among the pending pods.
+
+    Each constraint covers the pods its selector matches (in the carrier's namespaces);
+    they are marked on each ``_Pending`` so that classes split along constraint membership.
+    """
+    context = _TopologyContext(
+        pending=pending,
+        bound=[(node, pod) for node, pods in view.bound_pods().items() for pod in pods],
+        node_zone={n.metadata.name: n.metadata.labels.get(wk.LABEL_ZONE, "") for n in view.nodes},
+        allowed=allowed,
+        options=options,
+        existing=existing,
+    )
+    constraints = _spread_constraints(context)
+    constraints.extend(_anti_affinities(context))
+    return constraints, _affinity_specs(context)
+
+
+def _spread_constraints(context: _TopologyContext) -> list[TopologyConstraint]:
+    groups: dict[tuple[str, SpreadTerm], list[_Pending]] = defaultdict(list)
+    for item in context.pending:
+        for spread in item.facts.spreads:
+            groups[(item.facts.namespace, spread)].append(item)
+    constraints: list[TopologyConstraint] = []
+    for index, ((namespace, term), carriers) in enumerate(
+        sorted(groups.items(), key=lambda kv: repr(kv[0]))
+    ):
+        selected = _selected(context.pending, (namespace,), term.selector)
+        if not selected:
+            continue
+        cid = f"spread-{index}"
+        zone = term.topology_key == wk.LABEL_ZONE
+        counts = context.counts((namespace,), term.selector, zone=zone)
+        if zone:
+            zones = sorted(
+                {
+                    context.options[o].offering.zone
+                    for carrier in carriers
+                    for o in context.allowed[carrier.facts.key]
+                }
+                | {node.zone for node in context.existing.values() if node.zone}
+            )
+            if not zones:
+                continue
+            constraint = SpreadConstraint(
+                cid, TopologyKey.ZONE, term.max_skew, tuple(zones), counts
+            )
+        else:
+            constraint = SpreadConstraint(cid, TopologyKey.HOSTNAME, term.max_skew, (), counts)
+        constraints.append(constraint)
+        for item in selected:
+            item.topology.add(cid)
+    return constraints
+
+
+def _affinity_groups(
+    pending: Sequence[_Pending], *, anti: bool
+) -> list[tuple[AffinityTerm, list[_Pending]]]:
+    groups: dict[AffinityTerm, list[_Pending]] = defaultdict(list)
+    for item in pending:
+        for term in item.facts.anti_affinities if anti else item.facts.affinities:
+            groups[term].append(item)
+    return sorted(groups.items(), key=lambda kv: repr(kv[0]))
+
+
+def _anti_affinities(context: _TopologyContext) -> list[TopologyConstraint]:
+    constraints: list[TopologyConstraint] = []
+    for index, (term, carriers) in enumerate(_affinity_groups(context.pending, anti=True)):
+        cid = f"anti-{index}"
+        zone = term.topology_key == wk.LABEL_ZONE
+        counts = context.counts(term.namespaces, term.selector, zone=zone)
+        key = TopologyKey.ZONE if zone else TopologyKey.HOSTNAME
+        constraints.append(AntiAffinity(cid, key, frozenset(d for d, n in counts.items() if n)))
+        members = [*carriers, *_selected(context.pending, term.namespaces, term.selector)]
+        for item in members:
+            item.topology.add(cid)
+    return constraints
+
+
+def _affinity_specs(context: _TopologyContext) -> list[_CoLocationSpec]:
+    specs: list[_CoLocationSpec] = []
+    for index, (term, carriers) in enumerate(_affinity_groups(context.pending, anti=False)):
+        cid = f"affinity-{index}"
+        zone = term.topology_key == wk.LABEL_ZONE
+        counts = context.counts(term.namespaces, term.selector, zone=zone)
+        key = TopologyKey.ZONE if zone else TopologyKey.HOSTNAME
+        specs.append(_CoLocationSpec(cid, key, frozenset(d for d, n in counts.items() if n)))
+        for item in _selected(context.pending, term.namespaces, term.selector):
+            item.topology.add(cid)
+        for item in carriers:
+            item.carries.add(cid)
+    return specs
+
+
+@dataclass(frozen=True, slots=True)
+class _CoLocationSpec:
+    id: str
+    key: TopologyKey
+    satisfied: frozenset[str]
+
+
+def _colocations(
+    specs: Sequence[_CoLocationSpec], classes: Sequence[PodClass], build: Build
+) -> list[TopologyConstraint]:
+    """Required pod affinity as solver co-location constraints, once classes are known."""
+    carriers: dict[str, set[str]] = defaultdict(set)
+    for key, carried in build.class_carries.items():
+        for cid in carried:
+            carriers[cid].add(key)
+    known = {c.key for c in classes}
+    return [
+        CoLocation(spec.id, spec.key, frozenset(carriers[spec.id] & known), spec.satisfied)
+        for spec in specs
+        if carriers[spec.id] & known
+    ]
+
+
+def _selected(
+    pending: Sequence[_Pending], namespaces: Iterable[str], selector: SelectorKey
+) -> list[_Pending]:
+    spaces = set(namespaces)
+    return [
+        item
+        for item in pending
+        if item.facts.namespace in spaces and selector_matches(selector, item.facts.labels)
+    ]
+
+
+def _bound_counts(
+    bound: Sequence[tuple[str, Pod]],
+    namespaces: Iterable[str],
+    selector: SelectorKey,
+    node_zone: Mapping[str, str] | None,
+) -> dict[str, int]:
+    spaces = set(namespaces)
+    counts: dict[str, int] = defaultdict(int)
+    for node, pod in bound:
+        if (pod.metadata.namespace or "default") in spaces and selector_matches(
+            selector, pod.metadata.labels
+        ):
+            domain = node_zone.get(node, "") if node_zone is not None else node
+            if domain:
+                counts[domain] += 1
+    return dict(counts)
+
+
+# --- classes and bin types -------------------------------------------------------------------
+
+
+def _classes(
+    pending: Sequence[_Pending],
+    *,
+    allowed: Mapping[str, frozenset[str]],
+    allowed_existing: Mapping[str, frozenset[str]],
+    options: Mapping[str, Option],
+    existing: Mapping[str, _ExistingNode],
+    build: Build,
+) -> list[PodClass]:
+    groups: dict[tuple[object, ...], list[_Pending]] = {}
+    for item in pending:
+        signature = (
+            tuple(sorted(item.facts.requests.items())),
+            item.compat_key,
+            item.fraction,
+            item.gang,
+            frozenset(item.topology),
+            frozenset(item.carries),
+        )
+        groups.setdefault(signature, []).append(item)
+    classes: list[PodClass] = []
+    for index, (_, items) in enumerate(groups.items()):
+        first = items[0]
+        requests = first.facts.requests
+        candidates = allowed[first.facts.key]
+        fitting = frozenset(
+            o for o in candidates if _fits_option(requests, first.fraction, options[o])
+        )
+        fitting_existing = frozenset(
+            e
+            for e in allowed_existing[first.facts.key]
+            if fits(requests, existing[e].remaining)
+            and (not first.fraction or max(existing[e].gpus_free, default=0) >= first.fraction)
+        )
+        if not fitting and not fitting_existing:
+            reason = _no_capacity_reason(first, candidates, options)
+            build.unschedulable.extend((item.facts.key, reason) for item in items)
+            continue
+        class_key = f"c{index}-{_short_hash(first.facts.key)}"
+        build.class_pods[class_key] = [item.facts for item in items]
+        build.class_allowed[class_key] = fitting
+        build.class_carries[class_key] = frozenset(first.carries)
+        classes.append(
+            PodClass(
+                key=class_key,
+                count=len(items),
+                demand=demand_units(requests),
+                allowed_bin_types=fitting,
+                allowed_existing=fitting_existing,
+                gpu_fraction_milli=first.fraction,
+                gang=first.gang if first.gang in build.gangs else None,
+                topology=frozenset(first.topology),
+            )
+        )
+    return classes
+
+
+def _fits_option(requests: Mapping[str, int], fraction: int, option: Option) -> bool:
+    if fraction and option.instance_type.capacity.get(GPU, 0) < GPU_MILLI:
+        return False
+    return fits(requests, option.capacity)
+
+
+def _no_capacity_reason(
+    item: _Pending, candidates: frozenset[str], options: Mapping[str, Option]
+) -> str:
+    if not options:
+        return "no NodePool is ready to provision capacity"
+    if not candidates:
+        return (
+            "incompatible with every NodePool: no offering satisfies the pod's node selector, "
+            "affinity, tolerations and volume zones"
+        )
+    pools = sorted({options[o].pool.name for o in candidates})
+    wanted = ", ".join(
+        f"{name}={value}"
+        for name, value in sorted(format_resource_list(item.facts.requests).items())
+        if name != "pods"
+    )
+    return (
+        f"no instance type in NodePool {', '.join(pools)} has enough resources "
+        f"for requests {wanted}"
+    )
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:6]
+
+
+def _bin_types(
+    classes: Sequence[PodClass],
+    options: Mapping[str, Option],
+    names: Sequence[str],
+    topology: Sequence[TopologyConstraint],
+) -> tuple[tuple[BinType, ...], list[PodClass]]:
+    """Solver bin types for the options some class may use, minus dominated ones.
+
+    Two options are interchangeable for the solver when the same classes may use them, they
+    belong to one pool and (for classes with zone constraints or gangs) one zone; among such
+    options one with no less capacity and no higher price dominates. The classes keep their
+    full allowed sets in :class:`Build` for listing every fitting instance type afterwards.
+    """
+    zone_constraints = {
+        t.id for t in topology if getattr(t, "key", TopologyKey.ZONE) is TopologyKey.ZONE
+    }
+    users: dict[str, list[str]] = defaultdict(list)
+    zone_sensitive: dict[str, bool] = {}
+    for c in classes:
+        sensitive = bool(c.topology & zone_constraints) or c.gang is not None
+        for o in c.allowed_bin_types:
+            users[o].append(c.key)
+            zone_sensitive[o] = zone_sensitive.get(o, False) or sensitive
+    groups: dict[tuple[object, ...], list[Option]] = defaultdict(list)
+    for option_id, keys in users.items():
+        option = options[option_id]
+        zone = option.offering.zone if zone_sensitive[option_id] else "*"
+        groups[(option.pool.name, zone, frozenset(keys))].append(option)
+    kept: list[Option] = []
+    for members in groups.values():
+        kept.extend(_undominated(members, names))
+    kept_ids = {o.id for o in kept}
+    bin_types = tuple(
+        BinType(
+            id=o.id,
+            instance_type=o.instance_type.name,
+            zone=o.offering.zone,
+            capacity_type=o.offering.capacity_type,
+            pool=o.pool.name,
+            capacity=capacity_units(o.capacity, names),
+            price_micros=to_micros(o.price),
+            gpus=o.instance_type.capacity.get(GPU, 0) // GPU_MILLI,
+            limit_usage={**demand_units(o.instance_type.capacity), NODES: 1},
+        )
+        for o in sorted(kept, key=lambda o: (o.price, o.id))
+    )
+    restricted = [replace(c, allowed_bin_types=c.allowed_bin_types & kept_ids) for c in classes]
+    return bin_types, restricted
+
+
+def _undominated(members: Sequence[Option], names: Sequence[str]) -> list[Option]:
+    ordered = sorted(
+        members,
+        key=lambda o: (o.price, 0 if o.offering.capacity_type == "spot" else 1, o.id),
+    )
+    kept: list[tuple[Option, dict[str, int], int]] = []
+    for option in ordered:
+        capacity = capacity_units(option.capacity, names)
+        gpus = option.instance_type.capacity.get(GPU, 0) // 1000
+        dominated = any(
+            other_gpus >= gpus and all(other_cap.get(n, 0) >= capacity.get(n, 0) for n in names)
+            for _, other_cap, other_gpus in kept
+        )
+        if not dominated:
+            kept.append((option, capacity, gpus))
+    return [option for option, _, _ in kept]
+
+
+# --- limits ----------------------------------------------------------------------------------
+
+
+def _limits(
+    view: ClusterView, options: Mapping[str, Option], names: Sequence[str]
+) -> list[PoolLimit]:
+    del options
+    limits: list[PoolLimit] = []
+    for pool in view.pools:
+        if pool.limits is None:
+            continue
+        usage: dict[str, int] = {NODES: 0}
+        for node in view.nodes:
+            if node.metadata.labels.get(wk.LABEL_NODEPOOL) != pool.name:
+                continue
+            for name, amount in _resources(node.status.capacity).items():
+                usage[name] = usage.get(name, 0) + amount
+            usage[NODES] += 1000
+        registered = {n.spec.provider_id for n in view.nodes if n.spec.provider_id}
+        for claim in view.node_claims:
+            if claim.metadata.labels.get(wk.LABEL_NODEPOOL) != pool.name:
+                continue
+            if claim.status is not None and claim.status.provider_id in registered:
+                continue
+            capacity = claim.status.capacity if claim.status is not None else None
+            for name, amount in _resources(capacity or {}).items():
+                usage[name] = usage.get(name, 0) + amount
+            usage[NODES] += 1000
+        remaining = {
+            name: max(limit - usage.get(name, 0), 0) for name, limit in pool.limits.items()
+        }
+        limit_names = [*names, NODES, *(n for n in remaining if n not in names and n != NODES)]
+        limits.append(
+            PoolLimit(
+                pool.name, capacity_units(remaining, [n for n in limit_names if n in remaining])
+            )
+        )
+    return limits

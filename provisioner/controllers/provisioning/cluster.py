@@ -1,0 +1,88 @@
+"""The cluster as one planning step sees it: typed objects, indexed once.
+
+The provisioning controller fills a :class:`ClusterView` from its state cache; `jointer plan`
+fills it from manifest files. Everything downstream is the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from provisioner.apis import labels as wk
+from provisioner.apis.core import (
+    DaemonSet,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    StorageClass,
+)
+from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.controllers.provisioning.offerings import PoolTemplate
+from provisioner.podgroups import ProvisioningContext, build_context
+
+__all__ = ["ClusterView", "is_terminal"]
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+def is_terminal(pod: Pod) -> bool:
+    """Whether the pod has finished (its requests no longer count anywhere)."""
+    return pod.status is not None and pod.status.phase in TERMINAL_PHASES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterView:
+    """Everything one planning step reads.
+
+    Attributes:
+        pods: every pod (pending and bound).
+        nodes: existing nodes.
+        node_claims: NodeClaims, launched or in flight.
+        pools: ready NodePools with their instance types.
+        daemonsets: DaemonSets (per-node overhead).
+        claims: PersistentVolumeClaims by ``namespace/name``.
+        volumes: PersistentVolumes by name.
+        storage_classes: StorageClasses by name.
+        groups: pod-group objects (PodGroups, Queues, Workloads, ...) for admission rules.
+        region: the region, for the ``topology.kubernetes.io/region`` label.
+    """
+
+    pods: Sequence[Pod]
+    nodes: Sequence[Node] = ()
+    node_claims: Sequence[NodeClaim] = ()
+    pools: Sequence[PoolTemplate] = ()
+    daemonsets: Sequence[DaemonSet] = ()
+    claims: Mapping[str, PersistentVolumeClaim] = field(default_factory=dict)
+    volumes: Mapping[str, PersistentVolume] = field(default_factory=dict)
+    storage_classes: Mapping[str, StorageClass] = field(default_factory=dict)
+    groups: ProvisioningContext = field(default_factory=lambda: build_context(()))
+    region: str = ""
+
+    def pool(self, name: str) -> PoolTemplate | None:
+        """The pool template called ``name``, if it is ready."""
+        return next((p for p in self.pools if p.name == name), None)
+
+    def bound_pods(self) -> dict[str, list[Pod]]:
+        """Non-terminal pods bound to a node, by node name."""
+        result: dict[str, list[Pod]] = {}
+        for pod in self.pods:
+            if pod.spec.node_name and not is_terminal(pod):
+                result.setdefault(pod.spec.node_name, []).append(pod)
+        return result
+
+    def pending_pods(self) -> list[Pod]:
+        """Non-terminal pods not bound to a node, not being deleted."""
+        return [
+            pod
+            for pod in self.pods
+            if not pod.spec.node_name
+            and not is_terminal(pod)
+            and pod.metadata.deletion_timestamp is None
+        ]
+
+    def node_zone(self, node: Node) -> str:
+        """The zone label of a node ("" when missing)."""
+        return node.metadata.labels.get(wk.LABEL_ZONE, "")

@@ -1,0 +1,173 @@
+"""New capacity a planning step may buy: NodePool x instance type x offering.
+
+Each :class:`Option` is one concrete node Jointer could launch: its NodePool, instance type,
+zone and capacity type, the exact labels the node would carry, its price, and what is left
+for pending pods after the DaemonSet pods that would land on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from cloudprovider.instancetype import InstanceType, Offering
+from provisioner.apis import labels as wk
+from provisioner.apis.core import DaemonSet, Pod
+from provisioner.apis.nodepool import NodePool
+from provisioner.controllers.provisioning.podfacts import PodError, Signature, pod_facts
+from provisioner.scheduling.quantity import parse_quantity
+from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.resources import add, subtract
+from provisioner.scheduling.taints import Taint, untolerated
+
+__all__ = ["DaemonOverhead", "Option", "PoolTemplate", "enumerate_options", "pool_template"]
+
+SCHEDULING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolTemplate:
+    """A NodePool reduced to what planning needs.
+
+    Attributes:
+        name: the NodePool name.
+        weight: ``spec.weight`` (0 when unset); higher is tried first.
+        requirements: the pool's requirements, template labels and ``karpenter.sh/nodepool``.
+        labels: labels every node of the pool carries (template labels and the pool name).
+        taints: taints pods must tolerate (not startup taints).
+        limits: ``spec.limits`` in milli-units, or None.
+        instance_types: the instance types its node class resolves to.
+    """
+
+    name: str
+    weight: int
+    requirements: Requirements
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    limits: Mapping[str, int] | None
+    instance_types: tuple[InstanceType, ...]
+
+
+def pool_template(nodepool: NodePool, instance_types: Sequence[InstanceType]) -> PoolTemplate:
+    """Reduce a validated NodePool to a :class:`PoolTemplate`."""
+    labels = {**nodepool.template_labels, wk.LABEL_NODEPOOL: nodepool.name}
+    requirements = Requirements.from_terms(
+        [r.model_dump(by_alias=True, exclude_none=True) for r in nodepool.requirements]
+    ).union(Requirements.from_labels(labels))
+    limits = (
+        {name: parse_quantity(value) for name, value in nodepool.limits.items()}
+        if nodepool.spec.limits is not None
+        else None
+    )
+    taints = tuple(Taint(t.key, t.value or "", t.effect) for t in nodepool.taints)
+    return PoolTemplate(
+        name=nodepool.name,
+        weight=nodepool.weight,
+        requirements=requirements,
+        labels=labels,
+        taints=taints,
+        limits=limits,
+        instance_types=tuple(instance_types),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One concrete node that could be launched.
+
+    Attributes:
+        id: ``pool/instance-type/zone/capacity-type``.
+        pool: the NodePool template.
+        instance_type: the instance type.
+        offering: the zone x capacity type offering (available).
+        labels: every label the node would carry.
+        capacity: allocatable minus the DaemonSet overhead, in milli-units.
+        daemon_requests: the DaemonSet pods' requests on this node, in milli-units.
+    """
+
+    id: str
+    pool: PoolTemplate
+    instance_type: InstanceType
+    offering: Offering
+    labels: Mapping[str, str]
+    capacity: Mapping[str, int]
+    daemon_requests: Mapping[str, int]
+
+    @property
+    def price(self) -> float:
+        """Hourly price in US dollars."""
+        return self.offering.price
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonOverhead:
+    """The DaemonSets of the cluster, ready to be matched against node templates."""
+
+    daemons: tuple[tuple[Signature, Mapping[str, int]], ...]
+
+    @classmethod
+    def from_daemonsets(cls, daemonsets: Iterable[DaemonSet]) -> DaemonOverhead:
+        """Read each DaemonSet's pod template (signature and requests).
+
+        Raises:
+            PodError: naming the DaemonSet for a malformed template.
+        """
+        cache: dict[str, Signature] = {}
+        daemons = []
+        for ds in daemonsets:
+            pod = Pod(metadata=ds.spec.template.metadata, spec=ds.spec.template.spec)
+            try:
+                facts = pod_facts(pod, cache=cache)
+            except PodError as error:
+                name = f"{ds.metadata.namespace or 'default'}/{ds.metadata.name}"
+                raise PodError(f"DaemonSet {name}: spec.template: {error}") from error
+            daemons.append((facts.signature, facts.requests))
+        return cls(tuple(daemons))
+
+    def requests_for(self, labels: Mapping[str, str], taints: Sequence[Taint]) -> dict[str, int]:
+        """Sum of the requests of the DaemonSet pods that would run on such a node."""
+        total: dict[str, int] = {}
+        for signature, requests in self.daemons:
+            if untolerated(signature.tolerations, taints, SCHEDULING_EFFECTS) is not None:
+                continue
+            if any(alternative.matches(labels) for alternative in signature.alternatives):
+                total = add(total, requests)
+        return total
+
+
+def enumerate_options(
+    pools: Sequence[PoolTemplate], daemons: DaemonOverhead, region: str = ""
+) -> list[Option]:
+    """Every available offering of every pool whose requirements the node would satisfy."""
+    options: list[Option] = []
+    for pool in pools:
+        for instance_type in pool.instance_types:
+            base = {**instance_type.labels, **pool.labels}
+            base[wk.LABEL_INSTANCE_TYPE] = instance_type.name
+            if region:
+                base.setdefault(wk.LABEL_REGION, region)
+            overhead: dict[str, int] | None = None
+            for offering in instance_type.available_offerings():
+                labels = {
+                    **base,
+                    wk.LABEL_ZONE: offering.zone,
+                    wk.LABEL_CAPACITY_TYPE: offering.capacity_type,
+                }
+                if not pool.requirements.matches(labels):
+                    continue
+                if overhead is None:
+                    overhead = daemons.requests_for(labels, pool.taints)
+                capacity = dict(subtract(instance_type.allocatable, overhead).items())
+                options.append(
+                    Option(
+                        id=f"{pool.name}/{instance_type.name}/{offering.zone}/{offering.capacity_type}",
+                        pool=pool,
+                        instance_type=instance_type,
+                        offering=offering,
+                        labels=labels,
+                        capacity=capacity,
+                        daemon_requests=overhead,
+                    )
+                )
+    return options

@@ -1,0 +1,223 @@
+"""One planning step: build the problem, solve it, turn the solution into NodeClaims.
+
+This is the provisioning controller's scheduling step; `jointer plan` runs exactly this with
+files as input. Each new NodeClaim lists every instance type that fits its pods (cheapest
+first, as Karpenter hands CreateFleet its flexibility), and is priced on the cheapest of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from provisioner.controllers.provisioning.builder import Build, build_problem
+from provisioner.controllers.provisioning.cluster import ClusterView
+from provisioner.controllers.provisioning.offerings import Option
+from provisioner.controllers.provisioning.plan import (
+    ExistingNodePlacement,
+    IgnoredPod,
+    NodeClaimPlan,
+    Plan,
+    SolverReport,
+    UnschedulablePod,
+)
+from provisioner.controllers.provisioning.podfacts import PodFacts
+from provisioner.scheduling.resources import add, fits
+from solver.config import SolverConfig
+from solver.problem import Solution, Status, UnplacedReason
+
+__all__ = ["MAX_INSTANCE_TYPES", "PlannerConfig", "plan"]
+
+MAX_INSTANCE_TYPES: Final = 600
+"""Karpenter's cap on the instance types of one NodeClaim (``MaxInstanceTypes``)."""
+
+Policy = Literal["jointer", "greedy"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannerConfig:
+    """How to plan.
+
+    Attributes:
+        policy: ``jointer`` (optimiser) or ``greedy`` (Karpenter-style first-fit-decreasing).
+        time_limit_seconds: the optimiser's wall-clock budget.
+        num_workers: CP-SAT workers.
+        random_seed: CP-SAT seed.
+        deterministic_time: CP-SAT deterministic budget (tests), or None.
+        log: receives solver progress lines.
+    """
+
+    policy: Policy = "jointer"
+    time_limit_seconds: float = 5.0
+    num_workers: int = 2
+    random_seed: int = 0
+    deterministic_time: float | None = None
+    log: Callable[[str], None] | None = None
+
+
+def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
+    """Plan new capacity for the pending pods of ``view``.
+
+    Raises:
+        PodError: for a pod or DaemonSet whose spec cannot be read.
+    """
+    config = config or PlannerConfig()
+    started = time.monotonic()
+    build = build_problem(view)
+    solution = _solve(build, config)
+    return _to_plan(build, solution, time.monotonic() - started)
+
+
+def _solve(build: Build, config: PlannerConfig) -> Solution:
+    from solver import cpsat, greedy  # noqa: PLC0415 - ortools is heavy; import when planning
+
+    if not build.problem.classes:
+        return Solution((), (), (), 0, 0, Status.OPTIMAL)
+    if config.policy == "greedy":
+        return greedy.karpenter_ffd(build.problem)
+    return cpsat.solve(
+        build.problem,
+        SolverConfig(
+            time_limit_seconds=config.time_limit_seconds,
+            num_workers=config.num_workers,
+            random_seed=config.random_seed,
+            deterministic_time=config.deterministic_time,
+            log_callback=config.log,
+        ),
+    )
+
+
+def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
+    queues = {key: list(pods) for key, pods in build.class_pods.items()}
+    claims: list[NodeClaimPlan] = []
+    unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
+    for index, new_bin in enumerate(solution.new_bins):
+        option = build.options[new_bin.bin_type]
+        pods = [
+            pod
+            for key, n in sorted(new_bin.placement.counts.items())
+            for pod in _take(queues, key, n)
+        ]
+        allowed = [build.class_allowed[key] for key in new_bin.placement.counts]
+        claim = _node_claim(index, option, pods, allowed, build.options)
+        if isinstance(claim, str):
+            unschedulable.extend(UnschedulablePod(pod.key, claim) for pod in pods)
+        else:
+            claims.append(claim)
+    existing = [
+        ExistingNodePlacement(
+            placement.bin_id,
+            tuple(
+                pod.key
+                for key, n in sorted(placement.placement.counts.items())
+                for pod in _take(queues, key, n)
+            ),
+        )
+        for placement in solution.existing
+    ]
+    for unplaced in solution.unplaced:
+        reason = _unplaced_reason(build, unplaced.class_key, unplaced.reason)
+        unschedulable.extend(
+            UnschedulablePod(pod.key, reason)
+            for pod in _take(queues, unplaced.class_key, unplaced.count)
+        )
+    for key, rest in queues.items():  # defensive: every pod is reported exactly once
+        unschedulable.extend(
+            UnschedulablePod(pod.key, _unplaced_reason(build, key, UnplacedReason.NO_CAPACITY))
+            for pod in rest
+        )
+    lower_bound = solution.lower_bound_micros / 1_000_000
+    return Plan(
+        node_claims=tuple(claims),
+        existing_nodes=tuple(e for e in existing if e.pods),
+        unschedulable=tuple(sorted(unschedulable, key=lambda u: u.pod)),
+        ignored=tuple(IgnoredPod(pod, reason) for pod, reason in sorted(build.ignored)),
+        lower_bound_per_hour=lower_bound,
+        solver=SolverReport(str(solution.status), seconds),
+    )
+
+
+def _take(queues: dict[str, list[PodFacts]], key: str, count: int) -> list[PodFacts]:
+    queue = queues.get(key, [])
+    taken, queues[key] = queue[:count], queue[count:]
+    return taken
+
+
+def _node_claim(
+    index: int,
+    chosen: Option,
+    pods: Sequence[PodFacts],
+    allowed: Sequence[frozenset[str]],
+    options: Mapping[str, Option],
+) -> NodeClaimPlan | str:
+    """The NodeClaim for one new bin, or the reason it cannot be launched."""
+    pod_requests = add(*(pod.requests for pod in pods)) if pods else {}
+    candidates = [
+        option
+        for option in options.values()
+        if option.pool.name == chosen.pool.name
+        and option.offering.zone == chosen.offering.zone
+        and option.offering.capacity_type == chosen.offering.capacity_type
+        and all(option.id in ids for ids in allowed)
+        and fits(pod_requests, option.capacity)
+    ]
+    if chosen not in candidates:
+        candidates.append(chosen)
+    candidates.sort(key=lambda o: (o.price, o.instance_type.name))
+    by_name: dict[str, Option] = {}
+    for option in candidates:
+        by_name.setdefault(option.instance_type.name, option)
+    unique = list(by_name.values())
+    requirements = chosen.pool.requirements
+    if requirements.has_min_values():
+        length = requirements.min_values_prefix([o.labels for o in unique])
+        if length is None:
+            return "pod didn't schedule because NodePool couldn't meet minValues requirements"
+        unique = unique[: max(length, min(len(unique), MAX_INSTANCE_TYPES))]
+    unique = unique[:MAX_INSTANCE_TYPES]
+    cheapest = unique[0]
+    requests = add(pod_requests, cheapest.daemon_requests)
+    name = f"{chosen.pool.name}-{_suffix(chosen.pool.name, index, pods)}"
+    return NodeClaimPlan(
+        name=name,
+        node_pool=chosen.pool.name,
+        instance_types=tuple(o.instance_type.name for o in unique),
+        instance_type=cheapest.instance_type.name,
+        capacity_type=cheapest.offering.capacity_type,
+        zone=cheapest.offering.zone,
+        price_per_hour=cheapest.price,
+        requests=requests,
+        pods=tuple(pod.key for pod in pods),
+    )
+
+
+_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _suffix(pool: str, index: int, pods: Sequence[PodFacts]) -> str:
+    """Five characters like Kubernetes' generateName suffix, stable for the same plan."""
+    digest = hashlib.sha256(f"{pool}/{index}/{pods[0].key if pods else ''}".encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+
+
+def _unplaced_reason(build: Build, class_key: str, reason: UnplacedReason) -> str:
+    pods = build.class_pods.get(class_key, [])
+    first = pods[0] if pods else None
+    gang = next((c.gang for c in build.problem.classes if c.key == class_key), None)
+    if reason is UnplacedReason.GANG and gang is not None:
+        info = build.gangs.get(gang)
+        minimum = info.min_count if info is not None else "?"
+        name = info.key if info is not None else gang
+        return (
+            f"pod group {name} cannot be placed whole: fewer than {minimum} of its members "
+            "fit on one NodePool in one zone, so none are placed"
+        )
+    if reason is UnplacedReason.LIMIT:
+        return "NodePool limits or offering counts are exhausted"
+    if reason is UnplacedReason.TOPOLOGY:
+        return "topology spread or pod (anti-)affinity constraints cannot be met"
+    what = first.key if first is not None else class_key
+    return f"no capacity fits {what} under its constraints"
