@@ -1,0 +1,134 @@
+# ruff: noqa: PT018
+"""Informer: list then watch, bookmarks, relist on Gone, backoff on errors, cache diffing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from provisioner.kube import errors
+from provisioner.kube.informer import ExponentialBackoff, Informer
+from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.resource import NODES
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def add(self, obj):
+        self.events.append(("add", obj["metadata"]["name"]))
+
+    def update(self, old, new):
+        self.events.append(("update", new["metadata"]["name"]))
+
+    def delete(self, obj):
+        self.events.append(("delete", obj["metadata"]["name"]))
+
+
+def make(kube, recorder, **kwargs) -> Informer:
+    return Informer(
+        kube,
+        NODES,
+        on_add=recorder.add,
+        on_update=recorder.update,
+        on_delete=recorder.delete,
+        watch_timeout=None,
+        **kwargs,
+    )
+
+
+def node(name, **labels) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_list_then_watch_delivers_callbacks(kube):
+    kube.create(NODES, node("n1"))
+    recorder = Recorder()
+    informer = make(kube, recorder)
+    assert informer.sync_once() == 0.0
+    assert informer.has_synced
+    kube.create(NODES, node("n2"))
+    kube.merge_patch(NODES, "n1", {"metadata": {"labels": {"a": "b"}}})
+    kube.delete(NODES, "n2")
+    informer.sync_once()
+    assert recorder.events == [("add", "n1"), ("add", "n2"), ("update", "n1"), ("delete", "n2")]
+    assert [o["metadata"]["name"] for o in informer.items()] == ["n1"]
+    cached = informer.get("n1")
+    assert cached is not None
+    assert cached["metadata"]["labels"] == {"a": "b"}
+
+
+def test_bookmark_advances_resource_version(kube):
+    informer = make(kube, Recorder())
+    informer.sync_once()
+    kube.create(NODES, node("n1"))
+    kube.delete(NODES, "n1")
+    informer.sync_once()
+    assert informer.resource_version == kube.resource_version
+
+
+def test_relist_on_gone_reports_what_changed_meanwhile(clock):
+    kube = InMemoryKube(clock=clock, history_window=1)
+    kube.create(NODES, node("stays"))
+    kube.create(NODES, node("goes"))
+    recorder = Recorder()
+    informer = make(kube, recorder)
+    informer.sync_once()
+    kube.delete(NODES, "goes")
+    kube.merge_patch(NODES, "stays", {"metadata": {"labels": {"x": "y"}}})
+    kube.create(NODES, node("new"))
+    assert informer.sync_once() == 0.0  # watch: 410 Gone -> relist at once
+    assert informer.resource_version is None
+    informer.sync_once()
+    assert recorder.events[2:] == [("delete", "goes"), ("add", "new"), ("update", "stays")]
+    assert informer.relists == 2
+
+
+def test_errors_back_off_exponentially_with_cap_and_reset(kube):
+    informer = make(kube, Recorder(), backoff=ExponentialBackoff(initial=1, factor=2, cap=3))
+    for _ in range(3):
+        kube.fail_next("list", errors.UnreachableError("down"))
+    assert [informer.sync_once() for _ in range(3)] == [1, 2, 3]
+    assert informer.failures == 3
+    assert informer.sync_once() == 0.0
+    assert informer.failures == 0 and informer.has_synced
+
+
+def test_watch_error_relists_after_backoff(kube):
+    informer = make(kube, Recorder(), backoff=ExponentialBackoff(initial=0.5))
+    informer.sync_once()
+    kube.fail_next("watch", errors.ServerError("boom"))
+    assert informer.sync_once() == 0.5
+    assert informer.resource_version is None
+
+
+def test_label_selector_limits_cache(kube):
+    kube.create(NODES, node("a", pool="x"))
+    kube.create(NODES, node("b", pool="y"))
+    informer = make(kube, Recorder(), label_selector="pool=x")
+    informer.sync_once()
+    kube.merge_patch(NODES, "b", {"metadata": {"labels": {"pool": "x"}}})
+    kube.merge_patch(NODES, "a", {"metadata": {"labels": {"pool": "y"}}})
+    informer.sync_once()
+    assert [o["metadata"]["name"] for o in informer.items()] == ["b"]
+
+
+def test_run_stops_and_uses_injected_wait(kube):
+    stop = threading.Event()
+    waits = []
+
+    def wait(delay, event):
+        waits.append(delay)
+        event.set()
+
+    kube.fail_next("list", errors.UnreachableError("down"))
+    make(kube, Recorder(), backoff=ExponentialBackoff(initial=2)).run(stop, wait=wait)
+    assert waits == [2]
+
+
+@pytest.mark.parametrize(("failures", "expected"), [(0, 0.0), (1, 0.8), (2, 1.6), (10, 30.0)])
+def test_default_backoff_matches_client_go(failures, expected):
+    assert ExponentialBackoff().delay(failures) == pytest.approx(expected)
