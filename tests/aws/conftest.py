@@ -1,0 +1,26 @@
+"""Fixtures of the AWS provider tests (moto over HTTP): see tests/aws/harness.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.aws.harness import (
+    aws,
+    golden_compare,
+    moto_endpoint,
+    register_golden_option,
+    test_catalog,
+)
+
+__all__ = ["aws", "moto_endpoint", "test_catalog"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    register_golden_option(parser)
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
+    return golden_compare(request)
