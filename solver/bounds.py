@@ -151,7 +151,54 @@ def knapsack_upper(
     return float(obj.Value()) * (1 + _SAFETY) + 1e-6
 
 
-def farley_bound(problem: Problem, duals: Mapping[str, float], demand: Mapping[str, int]) -> int:
+def fast_knapsack_upper(
+    problem: Problem, t: BinType, duals: Mapping[str, float], demand: Mapping[str, int]
+) -> float:
+    """Return a cheap upper bound on the best pattern value of one bin of ``t``.
+
+    Each single resource row (and each hostname cap) alone is a relaxation of the pattern
+    knapsack; its LP optimum is a fractional knapsack solved greedily by value density. The
+    minimum over the rows is therefore >= ``knapsack_upper`` >= every integer pattern's value.
+    """
+    classes = [
+        c
+        for c in problem.classes
+        if duals.get(c.key, 0.0) > 0
+        and demand.get(c.key, 0) > 0
+        and t.id in c.allowed_bin_types
+        and fits_one(problem, c, t)
+    ]
+    if not classes:
+        return 0.0
+    best = sum(duals[c.key] * demand[c.key] for c in classes)
+    rows = [(coef, _cap(problem, t, r)) for r, coef in _rows(problem, classes)]
+    for gid, cap in hostname_caps(problem).items():
+        rows.append(({c.key: (1 if gid in c.topology else 0) for c in classes}, cap))
+    for coef, cap in rows:
+        free = sum(duals[c.key] * demand[c.key] for c in classes if coef[c.key] == 0)
+        if free >= best:
+            continue
+        dense = sorted(
+            (c for c in classes if coef[c.key] > 0), key=lambda c: -duals[c.key] / coef[c.key]
+        )
+        left, value = float(cap), free
+        for c in dense:
+            take = min(float(demand[c.key]), left / coef[c.key])
+            value += take * duals[c.key]
+            left -= take * coef[c.key]
+            if left <= 0:
+                break
+        best = min(best, value)
+    return best * (1 + _SAFETY) + 1e-6
+
+
+def farley_bound(
+    problem: Problem,
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+    *,
+    exact: int = 6,
+) -> int:
     """Return the Farley (Lagrangian) bound of the pattern LP for any non-negative duals.
 
     Proof. The pattern LP is ``min sum_p c_p x_p`` s.t. ``sum_p a_pc x_p >= d_c``, ``x >= 0``,
@@ -160,7 +207,9 @@ def farley_bound(problem: Problem, duals: Mapping[str, float], demand: Mapping[s
     integer plan). Its dual is ``max sum_c pi_c d_c`` s.t. ``sum_c pi_c a_pc <= c_p`` for all p,
     ``pi >= 0``. Given any ``pi >= 0`` (e.g. the duals of a restricted master stopped early),
     let ``v_t >= max_{p of type t} sum_c pi_c a_pc`` (``knapsack_upper``) and
-    ``theta = min(1, min_t c_t / v_t)``. Then for every pattern
+    ``theta = min(1, min_t c_t / v_t)``. ``v_t`` is the cheap row-wise bound
+    (``fast_knapsack_upper``) for every type, refined by the exact LP relaxation
+    (``knapsack_upper``) for the ``exact`` types with the smallest ratios. Then for every pattern
     ``sum_c theta pi_c a_pc <= theta v_t <= c_t``, so ``theta pi`` is dual feasible and by weak
     duality ``theta sum_c pi_c d_c`` is at most the LP optimum, hence at most the cost of any
     set of new bins placing ``d``. When the master has converged, ``theta = 1`` and the bound
@@ -170,9 +219,29 @@ def farley_bound(problem: Problem, duals: Mapping[str, float], demand: Mapping[s
     total = sum(pi.get(k, 0.0) * d for k, d in demand.items())
     if total <= 0:
         return 0
+    ratios: list[tuple[float, int]] = []
+    seen: dict[tuple[object, ...], float] = {}
+    for i, t in enumerate(problem.bin_types):
+        sig = (tuple(sorted(t.capacity.items())), t.gpus, _members(problem, t))
+        v = seen.get(sig)
+        if v is None:
+            v = seen[sig] = fast_knapsack_upper(problem, t, pi, demand)
+        if v > 0:
+            ratios.append((t.price_micros / v, i))
+    ratios.sort()
     theta = 1.0
-    for t in problem.bin_types:
+    for n, (ratio, i) in enumerate(ratios):
+        if ratio >= theta:
+            break
+        if n >= exact:  # every remaining fast ratio is a valid (weaker) bound
+            theta = min(theta, ratio)
+            break
+        t = problem.bin_types[i]
         v = knapsack_upper(problem, t, pi, demand)
         if v > 0:
             theta = min(theta, t.price_micros / v)
     return _floor(theta * total)
+
+
+def _members(problem: Problem, t: BinType) -> frozenset[str]:
+    return frozenset(c.key for c in problem.classes if t.id in c.allowed_bin_types)

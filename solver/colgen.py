@@ -25,8 +25,16 @@ from dataclasses import dataclass
 
 from ortools.linear_solver import pywraplp
 
-from solver.bounds import farley_bound, hostname_caps
-from solver.problem import GPU_MILLI, BinType, PodClass, Problem, Solution
+from solver.bounds import farley_bound, fast_knapsack_upper, hostname_caps
+from solver.problem import (
+    GPU_MILLI,
+    BinType,
+    CoLocation,
+    PodClass,
+    Problem,
+    Solution,
+    TopologyKey,
+)
 from solver.weights import fits_one
 
 
@@ -66,13 +74,28 @@ class _Filler:
 
     def __init__(self, problem: Problem, t: BinType, caps: Mapping[str, int]) -> None:
         self.p, self.t, self.caps = problem, t, caps
+        self.co = {x.id for x in problem.topology if isinstance(x, CoLocation)}
         self.used: Counter[str] = Counter()
         self.group: Counter[str] = Counter()
         self.dev = [0] * t.gpus
         self.counts: Counter[str] = Counter()
         self.devices: dict[str, list[int]] = {}
+        self.needs: dict[str, list[str]] = needy_carriers(problem)
 
     def add(self, c: PodClass, limit: int) -> None:
+        if not c.gpu_fraction_milli and not any(g in self.caps for g in c.topology):
+            bulk = limit
+            for r, v in c.demand.items():
+                if v > 0:
+                    bulk = min(bulk, (self.t.capacity.get(r, 0) - self.used[r]) // v)
+            if bulk > 1 and not any(self.group[g] == 0 for g in self.needs.get(c.key, ())):
+                bulk -= 1
+                for r, v in c.demand.items():
+                    self.used[r] += v * bulk
+                for g in c.topology:
+                    self.group[g] += bulk
+                self.counts[c.key] += bulk
+                limit -= bulk
         for _ in range(limit):
             if not self._add_one(c):
                 return
@@ -91,8 +114,10 @@ class _Filler:
                 need[gpu] += 1
         if any(self.used[r] + v > self.t.capacity.get(r, 0) for r, v in need.items() if v):
             return False
-        groups = [g for g in c.topology if g in self.caps]
-        if any(self.group[g] + 1 > self.caps[g] for g in groups):
+        if any(self.group[g] == 0 for g in self.needs.get(c.key, ())):
+            return False
+        groups = [g for g in c.topology if g in self.caps or g in self.co]
+        if any(g in self.caps and self.group[g] + 1 > self.caps[g] for g in groups):
             return False
         self.used.update(need)
         self.group.update(groups)
@@ -113,6 +138,22 @@ class _Filler:
 
 
 _EPS = 1e-9
+
+
+def needy_carriers(problem: Problem) -> dict[str, list[str]]:
+    """Return, per class key, the hostname ``CoLocation`` ids it carries but is no target of.
+
+    A bin holding pods of such a class must also hold a pod of a target class (new bins are
+    never in ``satisfied``).
+    """
+    keys = {c.key: c for c in problem.classes}
+    out: dict[str, list[str]] = {}
+    for t in problem.topology:
+        if isinstance(t, CoLocation) and t.key is TopologyKey.HOSTNAME:
+            for k in sorted(t.carriers):
+                if k in keys and t.id not in keys[k].topology:
+                    out.setdefault(k, []).append(t.id)
+    return out
 
 
 def _size(t: BinType, c: PodClass) -> float:
@@ -136,9 +177,11 @@ def price_patterns(
     ]
     out = []
     caps = hostname_caps(problem)
+    needs = needy_carriers(problem)
     for key in (
-        lambda c: (-duals[c.key] / _size(t, c), c.key),
-        lambda c: (-duals[c.key], c.key),
+        lambda c: (c.key in needs, -duals[c.key] / _size(t, c), c.key),
+        lambda c: (c.key in needs, -duals[c.key], c.key),
+        lambda c: (c.key in needs, -duals[c.key] / _size2(t, c), c.key),
     ):
         f = _Filler(problem, t, caps)
         for c in sorted(classes, key=key):
@@ -146,6 +189,11 @@ def price_patterns(
         if f.counts:
             out.append(f.pattern())
     return out
+
+
+def _size2(t: BinType, c: PodClass) -> float:
+    share = [v / t.capacity[r] for r, v in c.demand.items() if v and t.capacity.get(r, 0)]
+    return sum(share) or 1e-9
 
 
 def _value(p: Pattern, duals: Mapping[str, float]) -> float:
@@ -160,6 +208,8 @@ class ColumnGenerationResult:
     lower_bound_micros: int
     lp_value: float
     rounds: int
+    converged: bool = False
+    """No pattern priced out (heuristic pricing) before the deadline."""
 
 
 def generate(
@@ -182,24 +232,51 @@ def generate(
     types = {t.id: t for t in problem.bin_types}
     pats: dict[Pattern, None] = dict.fromkeys(seeds)
     demand = {k: v for k, v in demand.items() if v > 0}
+    groups = type_groups(problem)
     duals: dict[str, float] = {}
     value = 0.0
     done = 0
+    converged = False
     for done in range(1, rounds + 1):  # noqa: B007 - reported below
         duals, value = _solve_master(problem, types, list(pats), demand)
         new = 0
-        for t in problem.bin_types:
-            for p in price_patterns(problem, t, duals, demand):
-                if p not in pats and t.price_micros - _value(p, duals) < -1e-6 * t.price_micros:
-                    pats[p] = None
-                    new += 1
-        if new == 0 or (deadline is not None and time.monotonic() > deadline):
+        for rep, members in groups:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            if fast_knapsack_upper(problem, rep, duals, demand) <= rep.price_micros * (1 + 1e-6):
+                continue
+            for p in price_patterns(problem, rep, duals, demand):
+                if rep.price_micros - _value(p, duals) >= -1e-6 * rep.price_micros:
+                    continue
+                for t in members:
+                    q = Pattern(t.id, p.counts, p.devices)
+                    if q not in pats:
+                        pats[q] = None
+                        new += 1
+        if new == 0:
+            converged = deadline is None or time.monotonic() <= deadline
+            break
+        if deadline is not None and time.monotonic() > deadline:
             break
     if not demand:
-        return ColumnGenerationResult(list(pats), 0, 0.0, 0)
+        return ColumnGenerationResult(list(pats), 0, 0.0, 0, converged=True)
     duals, value = _solve_master(problem, types, list(pats), demand)
     bound = farley_bound(problem, duals, demand)
-    return ColumnGenerationResult(list(pats), bound, value, done)
+    return ColumnGenerationResult(list(pats), bound, value, done, converged=converged)
+
+
+def type_groups(problem: Problem) -> list[tuple[BinType, list[BinType]]]:
+    """Group offerings that price identically (capacity, GPUs, price, allowed classes)."""
+    allowed: dict[str, list[str]] = {t.id: [] for t in problem.bin_types}
+    for c in problem.classes:
+        for tid in c.allowed_bin_types:
+            if tid in allowed:
+                allowed[tid].append(c.key)
+    out: dict[tuple[object, ...], list[BinType]] = {}
+    for t in problem.bin_types:
+        sig = (tuple(sorted(t.capacity.items())), t.gpus, t.price_micros, tuple(allowed[t.id]))
+        out.setdefault(sig, []).append(t)
+    return [(ts[0], ts) for ts in out.values()]
 
 
 def _solve_master(

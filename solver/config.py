@@ -16,7 +16,9 @@ class SolverConfig:
         num_workers: CP-SAT search workers (1 for reproducible tests).
         random_seed: CP-SAT seed.
         deterministic_time: CP-SAT ``max_deterministic_time`` (reproducible budget), or None.
-        relative_gap: CP-SAT ``relative_gap_limit``.
+        relative_gap: stop as soon as (cost - lower bound) / cost is at most this (after the
+            greedy plans, after column generation, or inside CP-SAT); also CP-SAT's
+            ``relative_gap_limit``.
         colgen_rounds: maximum column-generation pricing rounds.
         log_callback: receives solver log lines (CP-SAT search log and short progress
             lines); ``None`` = silent. Nothing is ever printed to stdout.
@@ -26,6 +28,6 @@ class SolverConfig:
     num_workers: int = 2
     random_seed: int = 0
     deterministic_time: float | None = None
-    relative_gap: float = 0.0
+    relative_gap: float = 0.01
     colgen_rounds: int = 30
     log_callback: Callable[[str], None] | None = None

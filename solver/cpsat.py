@@ -46,13 +46,20 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from solver.bounds import fluid_bound, hostname_caps
-from solver.colgen import Pattern, generate, pattern_bound, patterns_from_solution
+from solver.colgen import (
+    Pattern,
+    generate,
+    needy_carriers,
+    pattern_bound,
+    patterns_from_solution,
+)
 from solver.config import SolverConfig
 from solver.greedy import cost_aware_ffd, downsize, karpenter_ffd, unplaced_entries
 from solver.problem import (
     GPU_MILLI,
     Affinity,
     AntiAffinity,
+    CoLocation,
     ExistingPlacement,
     NewBin,
     Placement,
@@ -156,11 +163,25 @@ class _Master:
             t = self.types[p.bin_type]
             for k, n in p.counts:
                 cap[k, (t.pool, t.zone)].append(n * x)
+        exact = self._pinned_targets()
         for (k, dom), terms in sorted(cap.items()):
             self.w[k, dom] = w = self.m.new_int_var(0, self.classes[k].count, "")
-            self.m.add(w <= sum(terms))
+            if k in exact:
+                self.m.add(w == sum(terms))
+            else:
+                self.m.add(w <= sum(terms))
             self.zone[k][dom[1]].append(w)
             self.pool[k][dom[0]].append(w)
+
+    def _pinned_targets(self) -> set[str]:
+        """Return target classes of hostname co-locations whose carriers need them.
+
+        Patterns with such carriers hold a target by construction; filling them exactly keeps
+        that target when the plan is extracted (carriers may still be dropped).
+        """
+        needy = needy_carriers(self.p)
+        ids = {g for gs in needy.values() for g in gs}
+        return {c.key for c in self.p.classes if c.topology & ids}
 
     def _add_placed(self, floors: dict[str, int]) -> None:
         for c in self.p.classes:
@@ -204,6 +225,8 @@ class _Master:
             elif isinstance(t, AntiAffinity) and t.key is TopologyKey.ZONE:
                 for z in zones:
                     self.m.add(self._zone_count(t.id, z) <= (0 if z in t.occupied else 1))
+            elif isinstance(t, CoLocation):
+                self._colocation(t, keys)
             elif isinstance(t, Affinity):
                 choice = {z: self.m.new_bool_var("") for z in zones}
                 self.m.add(sum(choice.values()) <= 1)
@@ -211,6 +234,31 @@ class _Master:
                 for z in zones:
                     allowed = t.zones is None or z in t.zones
                     self.m.add(self._zone_count(t.id, z) <= (big * choice[z] if allowed else 0))
+
+    def _colocation(self, t: CoLocation, targets: list[str]) -> None:
+        needy = [k for k in sorted(t.carriers) if k in self.classes and k not in targets]
+        if not needy:
+            return
+        big = sum(self.classes[k].count for k in needy)
+        if t.key is TopologyKey.ZONE:
+            zones = sorted({z for k in needy for z in self.zone[k]})
+            for z in zones:
+                carried = sum(sum(self.zone[k][z]) for k in needy)
+                if z in t.satisfied:
+                    continue
+                hosted = sum(sum(self.zone[k][z]) for k in targets)
+                has = self.m.new_bool_var("")
+                self.m.add(carried <= big * has)
+                self.m.add(hosted >= has)
+            return
+        for e in self.p.existing:
+            carried_vars = [self.y[e.id, k] for k in needy if (e.id, k) in self.y]
+            if not carried_vars or e.id in t.satisfied:
+                continue
+            hosted_vars = [self.y[e.id, k] for k in targets if (e.id, k) in self.y]
+            has = self.m.new_bool_var("")
+            self.m.add(sum(carried_vars) <= big * has)
+            self.m.add(sum(hosted_vars) >= has)
 
     def _spread(self, t: SpreadConstraint, keys: list[str], zones: list[str]) -> None:
         big = sum(self.classes[k].count for k in keys) + sum(t.existing.values())
@@ -340,8 +388,39 @@ def _log(config: SolverConfig) -> Callable[[str], None]:
     return cb if cb is not None else (lambda _msg: None)
 
 
+class _StopWhenClose(cp_model.CpSolverSolutionCallback):
+    """Stop the search once a plan places as many pods and costs at most ``stop_at``."""
+
+    def __init__(self, master: _Master, stop_at: int, unplaced: int) -> None:
+        super().__init__()
+        self.master, self.stop_at, self.unplaced = master, stop_at, unplaced
+
+    def on_solution_callback(self) -> None:
+        m = self.master
+        price = sum(
+            m.types[p.bin_type].price_micros * self.value(x)
+            for p, x in zip(m.patterns, m.x, strict=True)
+        )
+        placed = sum(
+            e if isinstance(e, int) else self.value(e)
+            for e in (m.placed[c.key] for c in m.p.classes)
+        )
+        total = sum(c.count for c in m.p.classes)
+        if total - placed <= self.unplaced and price <= self.stop_at:
+            self.stop_search()
+
+
+def _gap(cost: int, bound: int) -> float:
+    return (cost - bound) / cost if cost > 0 else 0.0
+
+
 def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     """Return the cheapest plan found within the configured limits (never worse than greedy).
+
+    Stops early, before the time limit, as soon as the plan is within
+    ``config.relative_gap`` of the lower bound (after the greedy plans, after column
+    generation, or inside CP-SAT), or when the integer master is proven optimal over the
+    generated columns.
 
     Raises:
         ProblemError: when ``problem.validate_structure()`` fails.
@@ -354,17 +433,31 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     filtered = apply_pool_weights(problem)
     candidates = [cost_aware_ffd(problem), karpenter_ffd(problem)]
     greedy = min(candidates, key=_quality)
+    demand = greedy.new_counts()
+    if not any(demand.values()):
+        return dataclasses.replace(
+            greedy, lower_bound_micros=0, status=Status.OPTIMAL, seconds=time.monotonic() - start
+        )
     seeds = patterns_from_solution(candidates[0]) + patterns_from_solution(candidates[1])
+    left = deadline - time.monotonic()
     cg = generate(
-        filtered, greedy.new_counts(), seeds, rounds=config.colgen_rounds, deadline=deadline
+        filtered,
+        demand,
+        seeds,
+        rounds=config.colgen_rounds,
+        deadline=time.monotonic() + 0.6 * left,
     )
     log(
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
-        f"bound {cg.lower_bound_micros}, {cg.rounds} rounds"
+        f"bound {cg.lower_bound_micros}, {cg.rounds} rounds, converged {cg.converged}"
     )
-    best = greedy
+    best, bound_for = greedy, (demand, cg.lower_bound_micros)
     improved = False
-    if cg.patterns and time.monotonic() < deadline:
+    if (
+        cg.patterns
+        and time.monotonic() < deadline
+        and _gap(greedy.cost_micros, cg.lower_bound_micros) > config.relative_gap
+    ):
         found = _run_master(
             filtered,
             patterns=cg.patterns,
@@ -373,6 +466,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             config=config,
             deadline=deadline,
             log=log,
+            stop_at=math.floor(cg.lower_bound_micros / max(1e-9, 1 - config.relative_gap)),
         )
         if (
             found is not None
@@ -380,8 +474,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             and _quality(found) < _quality(greedy)
         ):
             best, improved = found, True
-    demand = best.new_counts()
-    bound = max(fluid_bound(filtered, demand), pattern_bound(filtered, cg.patterns, demand))
+    bound = _final_bound(filtered, best, bound_for, cg.patterns, deadline)
     bound = min(bound, best.cost_micros)
     status = Status.FEASIBLE if improved else Status.GREEDY
     if bound >= best.cost_micros:
@@ -389,6 +482,29 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     return dataclasses.replace(
         best, lower_bound_micros=bound, status=status, seconds=time.monotonic() - start
     )
+
+
+_FLUID_MAX_VARS = 40_000
+
+
+def _final_bound(
+    problem: Problem,
+    best: Solution,
+    known: tuple[dict[str, int], int],
+    patterns: list[Pattern],
+    deadline: float,
+) -> int:
+    """Return the best valid bound for exactly the pods ``best`` places on new bins."""
+    demand = best.new_counts()
+    bound = known[1] if demand == known[0] else 0
+    if bound >= best.cost_micros:
+        return bound
+    if demand != known[0]:
+        bound = max(bound, pattern_bound(problem, patterns, demand))
+    size = sum(len(c.allowed_bin_types) for c in problem.classes if demand.get(c.key, 0))
+    if size <= _FLUID_MAX_VARS and time.monotonic() < deadline and bound < best.cost_micros:
+        bound = max(bound, fluid_bound(problem, demand))
+    return bound
 
 
 def _run_master(
@@ -400,6 +516,7 @@ def _run_master(
     config: SolverConfig,
     deadline: float,
     log: Callable[[str], None],
+    stop_at: int = 0,
 ) -> Solution | None:
     floors = greedy.placed_counts()
     master = _Master(problem, patterns, floors)
@@ -417,7 +534,8 @@ def _run_master(
     if config.log_callback is not None:
         params.log_search_progress = True
         solver.log_callback = config.log_callback
-    code = solver.solve(master.m)
+    unplaced = sum(u.count for u in greedy.unplaced)
+    code = solver.solve(master.m, _StopWhenClose(master, stop_at, unplaced))
     log(f"cp-sat: {solver.status_name(code)}, objective {solver.objective_value:.0f}")
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

@@ -1,38 +1,48 @@
 """First-fit-decreasing planners: the Karpenter-like baseline and the cost-aware warm start.
 
-Both honour every rule of ``solver.validate`` (their output always validates):
+Both honour every rule of ``solver.validate`` (their output always validates) and work per
+class and bin, not per pod: a class is placed by visiting each candidate bin once and putting
+as many of its pods there as every rule allows (``k`` pods at once), so the work grows with
+classes x bins, not pods.
 
-* pods are taken class by class, sorted by cpu then memory descending (Karpenter's order);
-  each pod tries existing bins first (in problem order), then the open new bins, then a new bin;
+* classes are taken sorted by cpu then memory descending (Karpenter's order), except that
+  classes carrying a ``CoLocation`` they are not a target of come after all other classes (so
+  the targets are already placed); each class tries existing bins first (in problem order),
+  then the open new bins, then new bins;
 * a gang is placed at the position of its first class, all its members at once, inside one
   (pool, zone) domain when it asks for it; if fewer than ``min_count`` members fit, the whole
   state is rolled back and its pods are unplaced with reason ``gang``;
-* topology is checked incrementally (zone spread as Karpenter does: a pod may go to zone z when
-  ``count(z) + 1 - min(count) <= max_skew``, which keeps the skew invariant as pods are only
-  added); a new bin whose candidate offerings span zones is pinned to one zone as soon as a
-  zone-constrained pod joins it;
+* zone-scoped rules (zone spread, zone anti-affinity, zone affinity, zone co-location) first
+  split the class over zones pod by pod with Karpenter's incremental rule (a pod may go to zone
+  z when ``count(z) + 1 - min(count) <= max_skew``, least loaded zone first), then place each
+  zone's share in bulk; when a zone cannot take its share the class is undone and re-split with
+  that zone capped, and as a last resort placed one pod at a time (which keeps the invariant);
+* hostname rules (spread, anti-affinity, co-location) cap ``k`` per bin; a co-location carrier
+  that is not a target itself only joins bins (or zones) already hosting a target or listed in
+  ``satisfied``; carriers that find none are unplaced (reason ``topology``);
 * node pool limits and ``max_count`` are charged for the offering a bin would launch as (its
   cheapest remaining candidate) and re-checked whenever that changes;
 * fractional pods go first-fit onto physical GPU devices.
 
-``karpenter_ffd``: open bins are tried fewest pods first; a new bin keeps every offering of the
-highest-weight pool that still fits its pods and launches the cheapest at the end.
-``cost_aware_ffd``: a new bin is opened with the offering of lowest price per copy of the
-opening pod's class, open bins are tried first-fit in opening order, and every bin is downsized
-to the cheapest offering of its pool and zone that fits its contents at the end.
+``karpenter_ffd``: open bins are tried fewest pods first (sorted when a class starts); a new bin
+keeps every offering of the highest-weight pool that still fits its pods and launches the
+cheapest at the end. ``cost_aware_ffd``: a new bin is opened with the offering of lowest price
+per copy of the opening class, open bins are tried first-fit in opening order, and every bin is
+downsized to the cheapest offering of its pool and zone that fits its contents at the end.
 """
 
 from __future__ import annotations
 
-import copy
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from solver.problem import (
     GPU_MILLI,
+    Affinity,
     AntiAffinity,
     BinType,
+    CoLocation,
     ExistingBin,
     ExistingPlacement,
     Gang,
@@ -54,31 +64,53 @@ from solver.weights import apply_pool_weights, fits_one
 Domain = tuple[str | None, str | None]
 """(pool, zone) a gang is confined to; ``None`` = unconstrained."""
 
+_INF = 1 << 60
+
 
 @dataclass(slots=True)
 class _Bin:
+    """A bin being filled.
+
+    New bins keep their candidate offerings lazily: a candidate is valid while it is in zone
+    ``pin`` (if set), allowed for every class on the bin, has more than ``top_dev`` GPUs and
+    holds ``used``; ``by_cpu`` / ``by_price`` are shared sorted lists.
+    """
+
     existing: ExistingBin | None
-    candidates: list[BinType]
+    by_cpu: list[BinType]
+    by_price: list[BinType]
     free: list[int]
+    pin: str | None = None
     used: Counter[str] = field(default_factory=Counter)
     counts: Counter[str] = field(default_factory=Counter)
+    group: Counter[str] = field(default_factory=Counter)
     dev_counts: dict[str, list[int]] = field(default_factory=dict)
     dev_use: list[int] = field(default_factory=list)
     charged: BinType | None = None
-
-    @property
-    def launch(self) -> BinType | None:
-        if not self.candidates:
-            return None
-        return min(self.candidates, key=lambda t: (t.price_micros, t.id))
-
-    def zones(self) -> set[str]:
-        if self.existing is not None:
-            return {self.existing.zone}
-        return {t.zone for t in self.candidates}
+    npods: int = 0
+    top_dev: int = -1
+    dead: bool = False
 
     def pool(self) -> str:
-        return self.existing.pool if self.existing is not None else self.candidates[0].pool
+        return self.existing.pool if self.existing is not None else self.by_cpu[0].pool
+
+    def clone(self) -> _Bin:
+        return _Bin(
+            self.existing,
+            self.by_cpu,
+            self.by_price,
+            self.free,
+            self.pin,
+            self.used.copy(),
+            self.counts.copy(),
+            self.group.copy(),
+            {k: list(v) for k, v in self.dev_counts.items()},
+            list(self.dev_use),
+            self.charged,
+            self.npods,
+            self.top_dev,
+            self.dead,
+        )
 
 
 @dataclass(slots=True)
@@ -88,9 +120,66 @@ class _State:
     pool_usage: defaultdict[str, Counter[str]]
     type_count: Counter[str]
 
+    def clone(self) -> _State:
+        usage: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        for p, u in self.pool_usage.items():
+            usage[p] = u.copy()
+        return _State(
+            [b.clone() for b in self.bins],
+            {k: v.copy() for k, v in self.zone_counts.items()},
+            usage,
+            self.type_count.copy(),
+        )
+
+
+@dataclass(slots=True)
+class _Move:
+    """``k`` pods of a class put on a bin (journal entry for undo)."""
+
+    b: _Bin
+    k: int
+    devs: list[int] | None
+    zone: str | None
+    opened: bool
+
+
+@dataclass(slots=True)
+class _Fit:
+    """How many pods of a class a bin takes, and what the bin becomes."""
+
+    k: int
+    charged: BinType | None
+    devs: list[int] | None
+    zone: str | None
+
+
+def _fractions(  # noqa: PLR0917 - one small pure helper
+    free: list[int],
+    use: list[int],
+    ndev: int,
+    frac: int,
+    per_pod_gpu: int,
+    gpu_left: int,
+    limit: int,
+) -> list[int]:
+    """Return pods per device (first fit) for up to ``limit`` fractional pods."""
+    plan = [0] * len(use)
+    cur = list(use)
+    for _ in range(limit):
+        d = next((d for d in range(ndev) if free[d] - cur[d] >= frac), None)
+        if d is None:
+            break
+        need = per_pod_gpu + (1 if cur[d] == 0 and free[d] == GPU_MILLI else 0)
+        if need > gpu_left:
+            break
+        gpu_left -= need
+        cur[d] += frac
+        plan[d] += 1
+    return plan
+
 
 class _Packer:
-    """Incremental first-fit state shared by both greedy policies."""
+    """Bulk first-fit state shared by both greedy policies."""
 
     def __init__(self, problem: Problem, *, karpenter: bool) -> None:
         self.p = problem
@@ -98,81 +187,102 @@ class _Packer:
         self.gpu = problem.gpu_resource
         self.topo: dict[str, TopologyConstraint] = {t.id: t for t in problem.topology}
         self.limits = {lim.pool: lim.remaining for lim in problem.limits}
-        self.types_by_id = {t.id: t for t in problem.bin_types}
         zone_counts: dict[str, Counter[str]] = {}
         for t in problem.topology:
             zone_counts[t.id] = Counter(
                 t.existing if isinstance(t, SpreadConstraint) and t.key is TopologyKey.ZONE else {}
             )
         self.classes = {c.key: c for c in problem.classes}
-        bins = [_Bin(e, [], list(e.gpu_free_milli)) for e in problem.existing]
+        self.carries: defaultdict[str, list[CoLocation]] = defaultdict(list)
+        for t in problem.topology:
+            if isinstance(t, CoLocation):
+                for k in sorted(t.carriers):
+                    self.carries[k].append(t)
+        bins = [_Bin(e, [], [], list(e.gpu_free_milli)) for e in problem.existing]
         for b in bins:
             b.dev_use = [0] * len(b.free)
         self.s = _State(bins, zone_counts, defaultdict(Counter), Counter())
         self.n_existing = len(bins)
+        self.tracked = bool(self.limits) or any(t.max_count is not None for t in problem.bin_types)
+        self._hrules: dict[str, list[tuple[int, str, TopologyConstraint]]] = {}
+        small = [c.demand for c in problem.classes if c.count > 0]
+        self.smallest = {
+            r: min((d.get(r, 0) for d in small), default=0) for r in ("cpu", "memory", "pods")
+        }
+        self._eligible: dict[tuple[object, ...], list[BinType]] = {}
+        self._options: dict[tuple[object, ...], list[tuple[list[BinType], list[BinType]]]] = {}
 
-    # ---- checks -------------------------------------------------------------------------
-    def _device_for(self, b: _Bin, c: PodClass) -> int | None:
-        for d, free in enumerate(b.free):
-            if free - b.dev_use[d] >= c.gpu_fraction_milli:
-                return d
-        return None
+    # ---- rules --------------------------------------------------------------------------
+    def needy(self, c: PodClass) -> bool:
+        """Return whether ``c`` carries a co-location it does not satisfy by itself."""
+        return any(t.id not in c.topology for t in self.carries.get(c.key, ()))
 
-    def _fits(self, t: BinType | ExistingBin, b: _Bin, c: PodClass, device: int | None) -> bool:
-        cap = t.remaining if isinstance(t, ExistingBin) else t.capacity
-        extra = 0
-        if device is not None:
-            if isinstance(t, BinType) and device >= t.gpus:
-                return False
-            extra = 1 if b.dev_use[device] == 0 and b.free[device] == GPU_MILLI else 0
-        for r, v in c.demand.items():
-            add = v + (extra if r == self.gpu else 0)
-            if b.used[r] + add + (b_fresh(b) if r == self.gpu else 0) > cap.get(r, 0):
-                return False
-        if extra and self.gpu not in c.demand:
-            return b.used[self.gpu] + b_fresh(b) + 1 <= cap.get(self.gpu, 0)
-        return True
-
-    def _group_on_bin(self, b: _Bin, tid: str) -> int:
-        return sum(n for k, n in b.counts.items() if tid in self.classes[k].topology)
-
-    def _topology_ok(self, b: _Bin, c: PodClass, zone: str | None) -> bool:
-        for tid in c.topology:
+    def zone_rules(self, c: PodClass) -> list[TopologyConstraint]:
+        """Return the zone-scoped constraints ``c`` is subject to."""
+        out: list[TopologyConstraint] = []
+        for tid in sorted(c.topology):
             t = self.topo[tid]
-            if isinstance(t, SpreadConstraint) and t.key is TopologyKey.HOSTNAME:
-                have = self._group_on_bin(b, tid)
-                if b.existing is not None:
-                    have += t.existing.get(b.existing.id, 0)
-                if have + 1 > t.max_skew:
-                    return False
-            elif isinstance(t, AntiAffinity) and t.key is TopologyKey.HOSTNAME:
-                if self._group_on_bin(b, tid) > 0 or (
-                    b.existing is not None and b.existing.id in t.occupied
-                ):
-                    return False
-            elif zone is None or not self._zone_ok(t, zone):
-                return False
-        return True
+            if isinstance(t, Affinity) or t.key is TopologyKey.ZONE:
+                out.append(t)
+        out.extend(
+            t
+            for t in self.carries.get(c.key, ())
+            if t.key is TopologyKey.ZONE and t.id not in c.topology
+        )
+        return out
 
-    def _zone_ok(self, t: TopologyConstraint, zone: str) -> bool:
-        counts = self.s.zone_counts[t.id]
+    def _zone_ok(self, c: PodClass, t: TopologyConstraint, zone: str, counts: Counter[str]) -> bool:
         if isinstance(t, SpreadConstraint):
             if zone not in t.zones:
                 return False
             return counts[zone] + 1 - min(counts[z] for z in t.zones) <= t.max_skew
         if isinstance(t, AntiAffinity):
             return counts[zone] == 0 and zone not in t.occupied
+        if isinstance(t, CoLocation):
+            return t.id in c.topology or counts[zone] > 0 or zone in t.satisfied
         chosen = {z for z, n in counts.items() if n > 0}
         return (t.zones is None or zone in t.zones) and chosen <= {zone}
 
-    def _needs_zone(self, c: PodClass, domain: Domain) -> bool:
-        if domain[1] is not None:
-            return True
-        return any(
-            not (isinstance(self.topo[t], SpreadConstraint | AntiAffinity))
-            or self.topo[t].key is TopologyKey.ZONE  # type: ignore[union-attr]
-            for t in c.topology
-        )
+    def _host_rules(self, c: PodClass) -> list[tuple[int, str, TopologyConstraint]]:
+        rules = self._hrules.get(c.key)
+        if rules is None:
+            rules = []
+            for tid in sorted(c.topology):
+                t = self.topo[tid]
+                if isinstance(t, SpreadConstraint) and t.key is TopologyKey.HOSTNAME:
+                    rules.append((0, tid, t))
+                elif isinstance(t, AntiAffinity) and t.key is TopologyKey.HOSTNAME:
+                    rules.append((1, tid, t))
+            rules.extend(
+                (2, t.id, t)
+                for t in self.carries.get(c.key, ())
+                if t.key is TopologyKey.HOSTNAME and t.id not in c.topology
+            )
+            self._hrules[c.key] = rules
+        return rules
+
+    def host_room(self, b: _Bin, c: PodClass) -> int:
+        """Return how many pods of ``c`` the hostname rules allow on ``b``."""
+        rules = self._host_rules(c)
+        if not rules:
+            return _INF
+        room = _INF
+        eid = b.existing.id if b.existing is not None else None
+        for kind, tid, t in rules:
+            if kind == 0:
+                assert isinstance(t, SpreadConstraint)  # noqa: S101 - by construction
+                have = b.group[tid] + (t.existing.get(eid, 0) if eid is not None else 0)
+                room = min(room, t.max_skew - have)
+            elif kind == 1:
+                assert isinstance(t, AntiAffinity)  # noqa: S101
+                if b.group[tid] > 0 or (eid is not None and eid in t.occupied):
+                    return 0
+                room = min(room, 1)
+            elif b.group[tid] == 0:
+                assert isinstance(t, CoLocation)  # noqa: S101
+                if eid is None or eid not in t.satisfied:
+                    return 0
+        return max(room, 0)
 
     def _limits_ok(self, old: BinType | None, new: BinType) -> bool:
         if old is not None and old.id == new.id:
@@ -187,131 +297,378 @@ class _Packer:
         new_use = new.usage_for_limits()
         return all(usage[r] - old_use.get(r, 0) + new_use.get(r, 0) <= v for r, v in lim.items())
 
-    # ---- placement ----------------------------------------------------------------------
-    def try_add(self, b: _Bin, c: PodClass, domain: Domain) -> bool:  # noqa: PLR0911
-        """Place one pod of ``c`` on ``b`` if every rule allows it."""
-        if b.existing is not None:
-            return self._try_existing(b, c, domain)
+    # ---- how many pods fit ----------------------------------------------------------------
+    def _res_room(
+        self, cap: Mapping[str, int], ndev: int, b: _Bin, c: PodClass, limit: int
+    ) -> tuple[int, list[int] | None]:
+        """Return (pods of ``c`` that fit ``cap`` on ``b``, device plan) up to ``limit``."""
+        fresh = b_fresh(b)
+        k = limit
+        for r, v in c.demand.items():
+            if v > 0:
+                left = cap.get(r, 0) - b.used[r] - (fresh if r == self.gpu else 0)
+                k = min(k, left // v)
+                if k <= 0:
+                    return 0, None
+        if not c.gpu_fraction_milli:
+            return k, None
+        gpu_left = cap.get(self.gpu, 0) - b.used[self.gpu] - fresh
+        plan = _fractions(
+            b.free, b.dev_use, ndev, c.gpu_fraction_milli, c.demand.get(self.gpu, 0), gpu_left, k
+        )
+        return sum(plan), plan
+
+    def fit(  # noqa: PLR0911 - one early exit per rule
+        self, b: _Bin, c: PodClass, domain: Domain, limit: int
+    ) -> _Fit | None:
+        """Return how many pods of ``c`` (at most ``limit``) ``b`` takes, or None."""
         pool, zone = domain
+        if b.existing is not None:
+            e = b.existing
+            if e.id not in c.allowed_existing or (pool is not None and e.pool != pool):
+                return None
+            if zone is not None and e.zone != zone:
+                return None
+            k = min(limit, self.host_room(b, c))
+            if k <= 0:
+                return None
+            k, devs = self._res_room(e.remaining, len(b.free), b, c, k)
+            return _Fit(k, None, devs, e.zone) if k > 0 else None
         if pool is not None and b.pool() != pool:
-            return False
-        device = self._device_for(b, c) if c.gpu_fraction_milli else None
-        if c.gpu_fraction_milli and device is None:
-            return False
-        cands = [
-            t
-            for t in b.candidates
-            if t.id in c.allowed_bin_types
-            and (zone is None or t.zone == zone)
-            and self._fits(t, b, c, device)
-        ]
-        if not cands:
-            return False
-        zones = sorted({t.zone for t in cands})
-        if self._needs_zone(c, domain) and len(zones) > 1:
-            zones.sort(key=lambda z: (self._zone_load(c, z), z))
-            for z in zones:
-                sub = [t for t in cands if t.zone == z]
-                if self._commit_new(b, c, sub, device, z):
-                    return True
-            return False
-        return self._commit_new(b, c, cands, device, zones[0] if len(zones) == 1 else None)
+            return None
+        if zone is not None and b.pin is not None and b.pin != zone:
+            return None
+        limit = min(limit, self.host_room(b, c))
+        if limit <= 0:
+            return None
+        return self._fit_new(b, c, zone or b.pin, limit)
 
-    def _zone_load(self, c: PodClass, zone: str) -> int:
-        return sum(self.s.zone_counts[t][zone] for t in c.topology)
-
-    def _commit_new(
-        self, b: _Bin, c: PodClass, cands: list[BinType], device: int | None, zone: str | None
-    ) -> bool:
-        old = b.charged
-        new = min(cands, key=lambda t: (t.price_micros, t.id))
-        if not self._topology_ok(b, c, zone) or not self._limits_ok(old, new):
+    def valid(self, b: _Bin, t: BinType, zone: str | None) -> bool:
+        """Return whether offering ``t`` can launch bin ``b`` with its current pods."""
+        if (zone is not None and t.zone != zone) or t.gpus <= b.top_dev:
             return False
-        if old is None or old.id != new.id:
-            if old is not None:
-                self._charge(old, -1)
-            self._charge(new, 1)
-        b.candidates = cands
-        b.charged = new
-        self._record(b, c, device, zone)
+        if any(t.id not in self.classes[k].allowed_bin_types for k in b.counts):
+            return False
+        fresh = b_fresh(b)
+        cap = t.capacity
+        for r, v in b.used.items():
+            if v + (fresh if r == self.gpu else 0) > cap.get(r, 0):
+                return False
+        return not (fresh and self.gpu not in b.used and fresh > cap.get(self.gpu, 0))
+
+    def launch(self, b: _Bin) -> BinType | None:
+        """Return the cheapest valid offering of a new bin (None for existing bins)."""
+        if b.existing is not None:
+            return None
+        return next((t for t in b.by_price if self.valid(b, t, b.pin)), None)
+
+    def _fit_new(self, b: _Bin, c: PodClass, zone: str | None, limit: int) -> _Fit | None:
+        allowed = c.allowed_bin_types
+        best, best_t = 0, None
+        cpu = c.demand.get("cpu", 0)
+        used_cpu = b.used["cpu"]
+        rooms: list[int] = []
+        for t in b.by_cpu:  # largest cpu first
+            if not self.tracked and best > 0 and _done(best, limit, cpu, t, used_cpu):
+                break
+            if t.id not in allowed or not self.valid(b, t, zone):
+                continue
+            k, _ = self._res_room(t.capacity, t.gpus, b, c, limit)
+            if k > best:
+                best, best_t = k, t
+            if k > 0:
+                rooms.append(k)
+        if best_t is None:
+            return None
+        if not self.tracked:
+            return self._plan(b, c, best, best_t, zone)
+        for k in sorted(set(rooms), reverse=True):
+            f = self._plan(b, c, k, best_t, zone)
+            if f is not None and self._charge_ok(b, c, f):
+                return f
+        return None
+
+    def _plan(self, b: _Bin, c: PodClass, k: int, t: BinType, zone: str | None) -> _Fit | None:
+        devs = None
+        if c.gpu_fraction_milli:
+            devs = _fractions(
+                b.free, b.dev_use, t.gpus, c.gpu_fraction_milli, c.demand.get(self.gpu, 0), _INF, k
+            )
+            if sum(devs) < k:
+                return None
+        return _Fit(k, None, devs, zone)
+
+    def _charge_ok(self, b: _Bin, c: PodClass, f: _Fit) -> bool:
+        """Tentatively add the pods and check limits for the new cheapest offering."""
+        self._record(b, c, f.k, f.devs, None)
+        pin = b.pin
+        b.pin = f.zone or b.pin
+        new = self.launch(b)
+        self._record(b, c, -f.k, [-x for x in f.devs] if f.devs is not None else None, None)
+        b.pin = pin
+        if new is None or not self._limits_ok(b.charged, new):
+            return False
+        f.charged = new
         return True
+
+    # ---- commit / undo -------------------------------------------------------------------
+    def commit(self, b: _Bin, c: PodClass, f: _Fit, journal: list[_Move], opened: bool) -> None:
+        if b.existing is None and f.zone is not None:
+            b.pin = f.zone
+        self._record(b, c, f.k, f.devs, f.zone)
+        if b.existing is None and self.tracked:
+            old, new = b.charged, f.charged
+            assert new is not None  # noqa: S101 - _charge_ok sets it
+            if old is None or old.id != new.id:
+                if old is not None:
+                    self._charge(old, -1)
+                self._charge(new, 1)
+            b.charged = new
+        journal.append(_Move(b, f.k, f.devs, f.zone, opened))
+        big = b.existing.remaining if b.existing is not None else b.by_cpu[0].capacity
+        b.dead = any(big.get(r, 0) - b.used[r] < v for r, v in self.smallest.items() if v > 0)
 
     def _charge(self, t: BinType, sign: int) -> None:
         self.s.type_count[t.id] += sign
         for r, v in t.usage_for_limits().items():
             self.s.pool_usage[t.pool][r] += sign * v
 
-    def _try_existing(self, b: _Bin, c: PodClass, domain: Domain) -> bool:
-        e = b.existing
-        assert e is not None  # noqa: S101 - caller checked
-        pool, zone = domain
-        if e.id not in c.allowed_existing or (pool is not None and e.pool != pool):
-            return False
-        if zone is not None and e.zone != zone:
-            return False
-        device = self._device_for(b, c) if c.gpu_fraction_milli else None
-        if c.gpu_fraction_milli and device is None:
-            return False
-        if not self._fits(e, b, c, device) or not self._topology_ok(b, c, e.zone):
-            return False
-        self._record(b, c, device, e.zone)
+    def _record(
+        self, b: _Bin, c: PodClass, k: int, devs: list[int] | None, zone: str | None
+    ) -> None:
+        for r, v in c.demand.items():
+            b.used[r] += v * k
+        b.counts[c.key] += k
+        b.npods += k
+        if b.counts[c.key] == 0:
+            del b.counts[c.key]
+        for tid in c.topology:
+            b.group[tid] += k
+            if zone is not None:
+                self.s.zone_counts[tid][zone] += k
+        if devs is not None:
+            per = b.dev_counts.setdefault(c.key, [0] * len(b.free))
+            for d, x in enumerate(devs):
+                b.dev_use[d] += x * c.gpu_fraction_milli
+                per[d] += x
+            if not any(per):
+                del b.dev_counts[c.key]
+            b.top_dev = max((d for d, u in enumerate(b.dev_use) if u > 0), default=-1)
+
+    def undo(self, c: PodClass, journal: list[_Move]) -> None:
+        """Remove every pod the journal placed (bins opened for it are dropped)."""
+        for m in reversed(journal):
+            neg = [-x for x in m.devs] if m.devs is not None else None
+            self._record(m.b, c, -m.k, neg, m.zone)
+            m.b.dead = False
+        dropped = {id(m.b) for m in journal if m.opened and m.b.npods == 0}
+        if dropped:
+            for b in self.s.bins:
+                if id(b) in dropped and b.charged is not None:
+                    self._charge(b.charged, -1)
+            self.s.bins = [b for b in self.s.bins if id(b) not in dropped]
+        journal.clear()
+
+    # ---- new bins ------------------------------------------------------------------------
+    def _shape(self, c: PodClass) -> tuple[object, ...]:
+        return (tuple(sorted(c.demand.items())), c.gpu_fraction_milli, c.allowed_bin_types)
+
+    def eligible(self, c: PodClass, domain: Domain) -> list[BinType]:
+        """Return the allowed offerings of ``domain`` that hold one pod of ``c``."""
+        key = (self._shape(c), domain)
+        out = self._eligible.get(key)
+        if out is None:
+            pool, zone = domain
+            if domain == (None, None):
+                out = [
+                    t
+                    for t in self.p.bin_types
+                    if t.id in c.allowed_bin_types and fits_one(self.p, c, t)
+                ]
+            else:
+                out = [
+                    t
+                    for t in self.eligible(c, (None, None))
+                    if (pool is None or t.pool == pool) and (zone is None or t.zone == zone)
+                ]
+            self._eligible[key] = out
+        return out
+
+    def open_options(
+        self, c: PodClass, domain: Domain, remaining: int
+    ) -> list[tuple[list[BinType], list[BinType]]]:
+        """Return candidate lists (by cpu, by price) for a new bin for ``c``, best first."""
+        types = self.eligible(c, domain)
+        if self.karpenter:
+            key = (self._shape(c), domain, 0)
+            if key not in self._options:
+                by_pool: defaultdict[str, list[BinType]] = defaultdict(list)
+                for t in types:
+                    by_pool[t.pool].append(t)
+                order = sorted(by_pool, key=lambda p: (-self.p.pool_weights.get(p, 0), p))
+                self._options[key] = [(_by_cpu(by_pool[p]), _by_price(by_pool[p])) for p in order]
+            return self._options[key]
+        cap = min(remaining, self.host_room(_Bin(None, [], [], []), c) or remaining)
+        key = (self._shape(c), domain, cap)
+        if key not in self._options:
+            ranked = sorted(types, key=lambda t: _price_per_copy(t, c, cap))
+            self._options[key] = [([t], [t]) for t in ranked]
+        return self._options[key]
+
+    def open_bin(self, c: PodClass, domain: Domain, limit: int, journal: list[_Move]) -> int:
+        """Open one new bin with as many pods of ``c`` as fit; return how many (0: none)."""
+        if not self.eligible(c, domain) or self.host_room(_Bin(None, [], [], []), c) <= 0:
+            return 0
+        for by_cpu, by_price in self.open_options(c, domain, limit):
+            width = max(t.gpus for t in by_cpu)
+            b = _Bin(None, by_cpu, by_price, [GPU_MILLI] * width)
+            b.dev_use = [0] * width
+            if all(t.zone == by_cpu[0].zone for t in by_cpu):
+                b.pin = by_cpu[0].zone
+            f = self.fit(b, c, domain, limit)
+            if f is not None:
+                self.s.bins.append(b)
+                self.commit(b, c, f, journal, opened=True)
+                return f.k
+        return 0
+
+    # ---- classes -------------------------------------------------------------------------
+    def fill(self, c: PodClass, domain: Domain, n: int, journal: list[_Move]) -> int:
+        """Place up to ``n`` pods of ``c`` in ``domain``: existing, open, then new bins."""
+        placed = 0
+        bins = self.s.bins
+        opened = bins[self.n_existing :]
+        if self.karpenter:
+            opened = sorted(opened, key=lambda b: b.npods)
+        zone = domain[1]
+        for b in bins[: self.n_existing] + opened:
+            if placed >= n:
+                break
+            if b.dead or (zone is not None and b.pin is not None and b.pin != zone):
+                continue
+            f = self.fit(b, c, domain, n - placed)
+            if f is not None:
+                self.commit(b, c, f, journal, opened=False)
+                placed += f.k
+        while placed < n:
+            k = self.open_bin(c, domain, n - placed, journal)
+            if k == 0:
+                break
+            placed += k
+        return placed
+
+    def place_class(self, c: PodClass, domain: Domain, n: int) -> int:
+        """Place up to ``n`` pods of ``c`` and return how many were placed."""
+        if n <= 0:
+            return 0
+        rules = self.zone_rules(c)
+        journal: list[_Move] = []
+        if not rules:
+            return self.fill(c, domain, n, journal)
+        zones = self._reachable_zones(c, domain)
+        caps: dict[str, int] = {}
+        for _ in range(4):
+            quota = self._split(c, rules, zones, n, caps)
+            placed, short = 0, False
+            for z in sorted(quota):
+                got = self.fill(c, (domain[0], z), quota[z], journal)
+                placed += got
+                if got < quota[z]:
+                    caps[z] = got
+                    short = True
+            if not short or self._zones_valid(rules):
+                return placed
+            self.undo(c, journal)
+        return self._place_one_by_one(c, rules, zones, domain, n)
+
+    def _reachable_zones(self, c: PodClass, domain: Domain) -> list[str]:
+        zs = {t.zone for t in self.eligible(c, domain)}
+        zs |= {
+            e.zone
+            for e in self.p.existing
+            if e.id in c.allowed_existing and (domain[0] is None or e.pool == domain[0])
+        }
+        if domain[1] is not None:
+            zs &= {domain[1]}
+        return sorted(zs)
+
+    def _load(self, c: PodClass, zone: str, counts: dict[str, Counter[str]]) -> int:
+        return sum(counts[t][zone] for t in sorted(c.topology) if t in counts)
+
+    def _split(
+        self,
+        c: PodClass,
+        rules: list[TopologyConstraint],
+        zones: list[str],
+        n: int,
+        caps: Mapping[str, int],
+    ) -> Counter[str]:
+        counts = {t.id: self.s.zone_counts[t.id].copy() for t in rules}
+        for tid in c.topology:
+            counts.setdefault(tid, self.s.zone_counts[tid].copy())
+        quota: Counter[str] = Counter()
+        for _ in range(n):
+            order = sorted(zones, key=lambda z: (self._load(c, z, counts), z))
+            pick = next(
+                (
+                    z
+                    for z in order
+                    if quota[z] < caps.get(z, _INF)
+                    and all(self._zone_ok(c, t, z, counts[t.id]) for t in rules)
+                ),
+                None,
+            )
+            if pick is None:
+                break
+            quota[pick] += 1
+            for tid in c.topology:
+                counts[tid][pick] += 1
+        return quota
+
+    def _zones_valid(self, rules: list[TopologyConstraint]) -> bool:
+        for t in rules:
+            counts = self.s.zone_counts[t.id]
+            if isinstance(t, SpreadConstraint):
+                vals = [counts[z] for z in t.zones]
+                if max(vals) - min(vals) > t.max_skew:
+                    return False
         return True
 
-    def _record(self, b: _Bin, c: PodClass, device: int | None, zone: str | None) -> None:
-        for r, v in c.demand.items():
-            b.used[r] += v
-        b.counts[c.key] += 1
-        if device is not None:
-            b.dev_use[device] += c.gpu_fraction_milli
-            per = b.dev_counts.setdefault(c.key, [0] * len(b.free))
-            per[device] += 1
-        if zone is not None:
-            for t in c.topology:
-                self.s.zone_counts[t][zone] += 1
-
-    def open_options(self, c: PodClass, domain: Domain, remaining: int) -> list[list[BinType]]:
-        """Return candidate lists for a new bin for one pod of ``c``, best first."""
-        pool, zone = domain
-        types = [
-            t
-            for t in self.p.bin_types
-            if t.id in c.allowed_bin_types
-            and (pool is None or t.pool == pool)
-            and (zone is None or t.zone == zone)
-            and fits_one(self.p, c, t)
-        ]
-        if self.karpenter:
-            by_pool: defaultdict[str, list[BinType]] = defaultdict(list)
-            for t in types:
-                by_pool[t.pool].append(t)
-            order = sorted(by_pool, key=lambda p: (-self.p.pool_weights.get(p, 0), p))
-            return [by_pool[p] for p in order]
-        return [[t] for t in sorted(types, key=lambda t: _price_per_copy(t, c, remaining))]
-
-    def place_pod(self, c: PodClass, domain: Domain, remaining: int, skip: set[int]) -> bool:
-        """Place one pod: existing bins, open bins, then a new bin."""
-        for i in range(self.n_existing):
-            if i not in skip and self.try_add(self.s.bins[i], c, domain):
-                return True
-        opened = list(range(self.n_existing, len(self.s.bins)))
-        if self.karpenter:
-            opened.sort(key=lambda i: sum(self.s.bins[i].counts.values()))
-        for i in opened:
-            if i not in skip and self.try_add(self.s.bins[i], c, domain):
-                return True
-        for cands in self.open_options(c, domain, remaining):
-            width = max(t.gpus for t in cands)
-            b = _Bin(None, cands, [GPU_MILLI] * width)
-            b.dev_use = [0] * width
-            if self.try_add(b, c, domain):
-                self.s.bins.append(b)
-                return True
-        return False
+    def _place_one_by_one(
+        self, c: PodClass, rules: list[TopologyConstraint], zones: list[str], domain: Domain, n: int
+    ) -> int:
+        journal: list[_Move] = []
+        placed = 0
+        while placed < n:
+            counts = self.s.zone_counts
+            order = sorted(zones, key=lambda z: (self._load(c, z, counts), z))
+            for z in order:
+                if all(self._zone_ok(c, t, z, counts[t.id]) for t in rules) and self.fill(
+                    c, (domain[0], z), 1, journal
+                ):
+                    placed += 1
+                    break
+            else:
+                break
+        return placed
 
 
 def b_fresh(b: _Bin) -> int:
     """Return how many fully free devices of ``b`` already host fractions."""
     return sum(1 for d, use in enumerate(b.dev_use) if use > 0 and b.free[d] == GPU_MILLI)
+
+
+def _by_cpu(types: list[BinType]) -> list[BinType]:
+    return sorted(types, key=lambda t: (-t.capacity.get("cpu", 0), t.price_micros, t.id))
+
+
+def _done(best: int, limit: int, cpu: int, t: BinType, used_cpu: int) -> bool:
+    """Return whether no candidate from ``t`` on (sorted by cpu) can beat ``best``."""
+    return best >= limit or (cpu > 0 and (t.capacity.get("cpu", 0) - used_cpu) // cpu <= best)
+
+
+def _by_price(types: list[BinType]) -> list[BinType]:
+    return sorted(types, key=lambda t: (t.price_micros, t.id))
 
 
 def _price_per_copy(t: BinType, c: PodClass, remaining: int) -> tuple[float, str]:
@@ -332,23 +689,14 @@ def _run(problem: Problem, *, karpenter: bool) -> _Packer:
     packer = _Packer(problem, karpenter=karpenter)
     gangs = {g.id: g for g in problem.gangs}
     done: set[str] = set()
-    for c in sorted(problem.classes, key=_sort_key):
+    order = sorted(problem.classes, key=lambda c: (packer.needy(c), *_sort_key(c)))
+    for c in order:
         if c.gang is None:
-            _place_class(packer, c, (None, None), c.count)
+            packer.place_class(c, (None, None), c.count)
         elif c.gang not in done:
             done.add(c.gang)
             _place_gang(packer, gangs[c.gang])
     return packer
-
-
-def _place_class(packer: _Packer, c: PodClass, domain: Domain, n: int) -> int:
-    skip: set[int] = set()
-    placed = 0
-    for i in range(n):
-        if not packer.place_pod(c, domain, n - i, skip):
-            break
-        placed += 1
-    return placed
 
 
 def _gang_domains(packer: _Packer, g: Gang) -> list[Domain]:
@@ -369,15 +717,15 @@ def _gang_domains(packer: _Packer, g: Gang) -> list[Domain]:
 
 
 def _place_gang(packer: _Packer, g: Gang) -> None:
-    classes = sorted(packer.p.classes_of_gang(g.id), key=_sort_key)
+    classes = sorted(packer.p.classes_of_gang(g.id), key=lambda c: (packer.needy(c), *_sort_key(c)))
     best: tuple[int, _State] | None = None
-    start = copy.deepcopy(packer.s)
+    start = packer.s.clone()
     for domain in _gang_domains(packer, g):
-        packer.s = copy.deepcopy(start)
-        placed = sum(_place_class(packer, c, domain, c.count) for c in classes)
+        packer.s = start.clone()
+        placed = sum(packer.place_class(c, domain, c.count) for c in classes)
         if placed < g.min_count:
             continue
-        spent = _state_cost(packer.s)
+        spent = _state_cost(packer)
         if best is None or spent < best[0]:
             best = (spent, packer.s)
         if packer.karpenter:
@@ -385,8 +733,13 @@ def _place_gang(packer: _Packer, g: Gang) -> None:
     packer.s = best[1] if best is not None else start
 
 
-def _state_cost(s: _State) -> int:
-    return sum(b.launch.price_micros for b in s.bins if b.launch is not None)
+def _state_cost(packer: _Packer) -> int:
+    total = 0
+    for b in packer.s.bins:
+        t = packer.launch(b)
+        if t is not None and b.npods:
+            total += t.price_micros
+    return total
 
 
 def _to_solution(packer: _Packer, status: Status) -> Solution:
@@ -403,7 +756,7 @@ def _to_solution(packer: _Packer, status: Status) -> Solution:
         if b.existing is not None:
             existing.append(ExistingPlacement(b.existing.id, placement))
         else:
-            launch = b.launch
+            launch = packer.launch(b)
             assert launch is not None  # noqa: S101 - a new bin always has a candidate
             new_bins.append(NewBin(launch.id, placement))
     sol = Solution(

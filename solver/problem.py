@@ -135,7 +135,8 @@ class PodClass:
         gpu_fraction_milli: 0, or the share (1..999) of ONE physical GPU each pod needs.
         gang: id of the ``Gang`` the pods belong to, if any.
         topology: ids of topology constraints (``SpreadConstraint``, ``AntiAffinity``,
-            ``Affinity``) whose selector matches these pods.
+            ``Affinity``, ``CoLocation``) whose selector matches these pods (for
+            ``CoLocation``: the pods are its targets; carriers are listed on the constraint).
     """
 
     key: str
@@ -223,7 +224,33 @@ class Affinity:
     zones: frozenset[str] | None = None
 
 
-TopologyConstraint = SpreadConstraint | AntiAffinity | Affinity
+@dataclass(frozen=True, slots=True)
+class CoLocation:
+    """Required pod affinity (Kubernetes semantics): carriers only where a target is.
+
+    The *targets* are the pods of the classes whose ``PodClass.topology`` lists this id (the
+    pods the affinity term's selector matches); the *carriers* are the pods of the classes in
+    ``carriers`` (the pods whose spec carries the term). Rule: every bin (hostname key) or zone
+    (zone key) that hosts at least one carrier pod also hosts at least one target pod, or is in
+    ``satisfied``. A carrier class that is itself a target satisfies the rule by its own
+    presence (Kubernetes lets a pod that matches its own term schedule anywhere). New bins are
+    never in ``satisfied``.
+
+    Attributes:
+        id: unique constraint id.
+        key: zone or hostname.
+        carriers: class keys of the pods that carry the affinity term.
+        satisfied: zone names (zone key) or existing bin ids (hostname key) where a matching
+            pod is already bound.
+    """
+
+    id: str
+    key: TopologyKey
+    carriers: frozenset[str]
+    satisfied: frozenset[str] = frozenset()
+
+
+TopologyConstraint = SpreadConstraint | AntiAffinity | Affinity | CoLocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +324,7 @@ class Problem:
         existing = {e.id for e in self.existing}
         gangs = {g.id for g in self.gangs}
         topo = {t.id for t in self.topology}
+        keys = {c.key for c in self.classes}
         for c in self.classes:
             _check_class(c, types, existing, gangs, topo)
         for g in self.gangs:
@@ -310,6 +338,10 @@ class Problem:
                 raise ProblemError(f"topology constraint {t.id}: max_skew must be >= 1")
             if isinstance(t, SpreadConstraint) and t.key is TopologyKey.ZONE and not t.zones:
                 raise ProblemError(f"topology constraint {t.id}: zone spread without zones")
+            if isinstance(t, CoLocation) and (unknown := t.carriers - keys):
+                raise ProblemError(
+                    f"topology constraint {t.id}: carriers unknown {sorted(unknown)}"
+                )
 
 
 def _check_class(

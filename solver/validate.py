@@ -11,7 +11,8 @@ the solution is valid:
   most its free share (1000 on new bins);
 * gangs: placed members are 0 or >= ``min_count``; one pool / one zone when asked;
 * topology: zone spread skew over the eligible zones, hostname spread per bin, anti-affinity,
-  zone affinity;
+  zone affinity, co-location (every bin / zone with a carrier also hosts a target or is
+  ``satisfied``);
 * node pool limits and ``BinType.max_count``;
 * pool weights: no pod on new capacity of a pool when a higher-weight pool could take it
   (``solver.weights``);
@@ -27,6 +28,7 @@ from solver.problem import (
     GPU_MILLI,
     Affinity,
     AntiAffinity,
+    CoLocation,
     Placement,
     PodClass,
     Problem,
@@ -207,6 +209,8 @@ def _check_topology(
             _check_spread(t, members, per_zone, out)
         elif isinstance(t, AntiAffinity):
             _check_anti(t, members, per_zone, out)
+        elif isinstance(t, CoLocation):
+            _check_colocation(t, bins, members, per_zone, out)
         else:
             _check_affinity(t, per_zone, out)
 
@@ -238,6 +242,27 @@ def _check_anti(
     for z, n in per_zone.items():
         if n > 1 or z in t.occupied:
             out.append(f"anti-affinity {t.id}: zone {z} hosts {n} matching pods")
+
+
+def _check_colocation(
+    t: CoLocation,
+    bins: list[_Bin],
+    members: list[tuple[_Bin, int]],
+    per_zone: Counter[str],
+    out: list[str],
+) -> None:
+    carriers = _members_by_bin(bins, set(t.carriers))
+    if t.key is TopologyKey.HOSTNAME:
+        hosts = {id(b) for b, _ in members}
+        for b, _ in carriers:
+            if id(b) not in hosts and (b.existing_id is None or b.existing_id not in t.satisfied):
+                out.append(f"co-location {t.id}: {b.name} hosts carriers but no target pod")
+        return
+    out.extend(
+        f"co-location {t.id}: zone {z} hosts carriers but no target pod"
+        for z in sorted({b.zone for b, _ in carriers})
+        if per_zone[z] == 0 and z not in t.satisfied
+    )
 
 
 def _check_affinity(t: Affinity, per_zone: Counter[str], out: list[str]) -> None:

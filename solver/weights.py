@@ -20,13 +20,12 @@ from solver.problem import BinType, PodClass, PoolLimit, Problem
 
 def fits_one(problem: Problem, cls: PodClass, bt: BinType) -> bool:
     """Return whether one pod of ``cls`` fits an empty bin of type ``bt`` (resources and GPU)."""
-    gpu = problem.gpu_resource
-    need = dict(cls.demand)
+    cap = bt.capacity
     if cls.gpu_fraction_milli > 0:
-        if bt.gpus < 1:
+        gpu = problem.gpu_resource
+        if bt.gpus < 1 or cls.demand.get(gpu, 0) + 1 > cap.get(gpu, 0):
             return False
-        need[gpu] = need.get(gpu, 0) + 1
-    return all(v <= bt.capacity.get(r, 0) for r, v in need.items() if v > 0)
+    return all(v <= 0 or v <= cap.get(r, 0) for r, v in cls.demand.items())
 
 
 def within_limits_alone(bt: BinType, limits: dict[str, PoolLimit]) -> bool:
@@ -62,8 +61,21 @@ def top_tier(problem: Problem, cls: PodClass) -> frozenset[str]:
 
 
 def apply_pool_weights(problem: Problem) -> Problem:
-    """Return the problem with each class restricted to its top weight tier of eligible types."""
-    classes = tuple(
-        dataclasses.replace(c, allowed_bin_types=top_tier(problem, c)) for c in problem.classes
-    )
+    """Return the problem with each class restricted to its top weight tier of eligible types.
+
+    A class whose allowed bin types all belong to pools of one weight keeps its allowed set
+    unchanged (its top tier is every eligible type, and ineligible types can hold none of its
+    pods anyway), which keeps this pre-filter cheap on large catalogs.
+    """
+    pool_of = {t.id: t.pool for t in problem.bin_types}
+    weights = problem.pool_weights
+
+    def restrict(c: PodClass) -> PodClass:
+        if len({weights.get(pool_of[t], 0) for t in c.allowed_bin_types if t in pool_of}) <= 1:
+            return c
+        return dataclasses.replace(c, allowed_bin_types=top_tier(problem, c))
+
+    if not any(weights.values()):
+        return problem
+    classes = tuple(restrict(c) for c in problem.classes)
     return dataclasses.replace(problem, classes=classes)

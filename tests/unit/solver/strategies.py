@@ -8,12 +8,14 @@ from hypothesis import strategies as st
 
 from solver.problem import (
     AntiAffinity,
+    CoLocation,
     ExistingBin,
     Gang,
     PodClass,
     PoolLimit,
     Problem,
     SpreadConstraint,
+    TopologyConstraint,
     TopologyKey,
 )
 from tests.unit.solver.builders import GPU, bt
@@ -45,14 +47,16 @@ def problems(draw: st.DrawFn) -> Problem:
         existing = (
             ExistingBin("e0", "a", "p", {"cpu": 1500, "memory": 3000, "pods": 10, GPU: 1}, (1000,)),
         )
-    topology = (
+    topology: tuple[TopologyConstraint, ...] = (
         SpreadConstraint("zs", TopologyKey.ZONE, 1, zones=("a", "b")),
         AntiAffinity("ha", TopologyKey.HOSTNAME),
     )
     gangs = []
     classes = []
     for j in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["plain", "plain", "frac", "gpu", "gang", "zs", "ha"]))
+        kind = draw(
+            st.sampled_from(["plain", "plain", "frac", "gpu", "gang", "zs", "ha", "co", "cz", "tg"])
+        )
         allowed = frozenset(draw(st.sets(st.sampled_from(ids), min_size=1)))
         demand = {"cpu": draw(st.sampled_from([250, 500, 1000, 1500])), "memory": 512, "pods": 1}
         kw: dict[str, Any] = {}
@@ -65,10 +69,12 @@ def problems(draw: st.DrawFn) -> Problem:
             kw["gang"] = f"g{j}"
         if kind in ("zs", "ha"):
             kw["topology"] = frozenset({kind})
+        if kind == "tg":
+            kw["topology"] = frozenset({"co", "cz"})
         count = draw(st.integers(3 if kind == "gang" else 1, 6))
         classes.append(
             PodClass(
-                f"c{j}",
+                f"c{j}" + (kind if kind in ("co", "cz") else ""),
                 count,
                 demand,
                 allowed,
@@ -76,6 +82,12 @@ def problems(draw: st.DrawFn) -> Problem:
                 **kw,
             )
         )
+    carriers = {k: frozenset(c.key for c in classes if c.key.endswith(k)) for k in ("co", "cz")}
+    topology = (
+        *topology,
+        CoLocation("co", TopologyKey.HOSTNAME, carriers["co"]),
+        CoLocation("cz", TopologyKey.ZONE, carriers["cz"]),
+    )
     limits = (PoolLimit("q", {"cpu": draw(st.sampled_from([2000, 8000, 100000]))}),)
     weights = {"p": draw(st.sampled_from([0, 10]))}
     return Problem(tuple(types), tuple(classes), existing, tuple(gangs), topology, limits, weights)
