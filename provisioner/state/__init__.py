@@ -1,1 +1,1 @@
-"""The cluster state cache fed by the informers."""
+"""The cluster state cache fed by the informers (Karpenter's ``state.Cluster``)."""

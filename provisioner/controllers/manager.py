@@ -1,0 +1,313 @@
+"""The controller manager: every reconciler built from injected ports, with its watch triggers.
+
+Karpenter's ``c/controllers.go`` for Jointer. The manager owns no threads and no clients; a
+driver (the real worker pool or the simulation's discrete-event queue) runs it:
+
+1. ``manager.start()`` lists every tracked resource into the state cache (the ``synced`` gate)
+   and returns the first work items: every reconciler's initial requests.
+2. For each watch event the driver calls ``manager.handle(resource, event)``: the cache is
+   updated first, then the event is mapped to ``(reconciler, Request)`` work items.
+3. The driver runs ``reconciler.reconcile(request)``; a ``Result.requeue_after`` schedules the
+   same item again after that long on the driver's clock (an earlier event may run it sooner);
+   ``None`` means "only on the next event". One item never runs concurrently with itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+from cloudprovider.protocol import CloudProvider
+from provisioner.apis.core import Pod
+from provisioner.apis.labels import LABEL_NODEPOOL
+from provisioner.controllers.events import EventRecorder
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.node.termination import TerminationController
+from provisioner.controllers.nodeclaim.garbagecollection import (
+    GC_INTERVAL,
+    GarbageCollectionController,
+)
+from provisioner.controllers.nodeclaim.lifecycle import LifecycleController
+from provisioner.controllers.nodepool.controller import NodePoolController
+from provisioner.controllers.provisioning.batcher import Batcher
+from provisioner.controllers.provisioning.controller import ProvisioningController
+from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
+from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
+from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
+from provisioner.runtime.clock import Clock
+from provisioner.runtime.reconciler import Reconciler, Request
+from provisioner.state.cluster import ClusterState
+
+__all__ = ["ControllerSettings", "Manager", "Registration", "Watch", "WorkItem"]
+
+
+class ControllerSettings(Protocol):
+    """What the controllers read from the process settings.
+
+    ``provisioner.app.settings.Settings`` satisfies it; controllers may not import the app layer.
+    """
+
+    @property
+    def policy(self) -> str:
+        """``jointer`` or ``greedy``."""
+        ...
+
+    @property
+    def aws_region(self) -> str:
+        """The region (for ``topology.kubernetes.io/region`` in templates)."""
+        ...
+
+    def batch_idle(self) -> timedelta:
+        """``BATCH_IDLE_DURATION``."""
+        ...
+
+    def batch_max(self) -> timedelta:
+        """``BATCH_MAX_DURATION``."""
+        ...
+
+    def solver_budget(self) -> timedelta:
+        """The optimiser's budget per batch."""
+        ...
+
+
+WorkItem = tuple[Reconciler, Request]
+Mapper = Callable[[WatchEvent], Iterable[Request]]
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """A resource whose events trigger a reconciler, and how an event maps to requests."""
+
+    resource: Resource
+    map: Mapper
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One reconciler as a driver sees it.
+
+    Attributes:
+        reconciler: the reconciler (its ``name`` is the ``controller`` log field).
+        watches: what triggers it.
+        initial: requests to run at start (singletons: ``Request()``; per-object: every object).
+    """
+
+    reconciler: Reconciler
+    watches: tuple[Watch, ...]
+    initial: Callable[[], list[Request]]
+
+
+def _name(event: WatchEvent) -> str:
+    return str(event.object.get("metadata", {}).get("name") or "")
+
+
+def _deleting(event: WatchEvent) -> bool:
+    return bool(event.object.get("metadata", {}).get("deletionTimestamp"))
+
+
+class Manager:
+    """Builds the reconcilers from ports and tells drivers what triggers them.
+
+    Args:
+        kube: the Kubernetes port.
+        cloud: the cloud provider.
+        clock: the injected clock.
+        settings: the process settings.
+        logger: a structlog logger.
+        metrics: the metrics (on an injected registry).
+        planner: overrides the planner settings derived from ``settings``.
+        gc_interval: how often garbage collection runs.
+    """
+
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        cloud: CloudProvider,
+        clock: Clock,
+        settings: ControllerSettings,
+        logger: FilteringBoundLogger,
+        metrics: Metrics,
+        planner: PlannerConfig | None = None,
+        gc_interval: timedelta = GC_INTERVAL,
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.metrics = metrics
+        self.state = ClusterState(clock=clock)
+        self.events = EventRecorder(kube=kube, clock=clock)
+        policy: Policy = "greedy" if settings.policy == "greedy" else "jointer"
+        self.provisioner = ProvisioningController(
+            state=self.state,
+            cloud=cloud,
+            events=self.events,
+            batcher=Batcher(idle=settings.batch_idle(), max=settings.batch_max()),
+            planner=planner
+            or PlannerConfig(
+                policy=policy, time_limit_seconds=settings.solver_budget().total_seconds()
+            ),
+            region=settings.aws_region,
+            nomination_window=max(2 * settings.batch_max(), timedelta(seconds=10)),
+            kube=kube,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
+        )
+        self.lifecycle = LifecycleController(
+            state=self.state,
+            cloud=cloud,
+            events=self.events,
+            kube=kube,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
+        )
+        self.termination = TerminationController(
+            state=self.state, cloud=cloud, kube=kube, clock=clock, logger=logger, metrics=metrics
+        )
+        self.nodepools = NodePoolController(
+            state=self.state,
+            cloud=cloud,
+            events=self.events,
+            kube=kube,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
+        )
+        self.garbage_collection = GarbageCollectionController(
+            state=self.state,
+            cloud=cloud,
+            interval=gc_interval,
+            kube=kube,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
+        )
+        self.registrations: tuple[Registration, ...] = self._registrations()
+
+    # -- driver API ---------------------------------------------------------------------------
+
+    @property
+    def reconcilers(self) -> tuple[Reconciler, ...]:
+        """Every reconciler, in registration order."""
+        return tuple(r.reconciler for r in self.registrations)
+
+    def start(self) -> list[WorkItem]:
+        """List every tracked resource into the cache and return the initial work."""
+        self.state.resync(self.kube)
+        self.metrics.cluster_state_synced.set(1 if self.state.synced else 0)
+        return [(r.reconciler, request) for r in self.registrations for request in r.initial()]
+
+    def handle(self, resource: Resource, event: WatchEvent) -> list[WorkItem]:
+        """Apply a watch event to the cache and return the work it triggers."""
+        self.state.apply(resource, event)
+        self.metrics.cluster_state_node_count.set(self.state.counts()["nodes"])
+        work: list[WorkItem] = []
+        for registration in self.registrations:
+            for watch in registration.watches:
+                if watch.resource == resource:
+                    work.extend((registration.reconciler, r) for r in watch.map(event))
+        return work
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def _registrations(self) -> tuple[Registration, ...]:
+        m = _Mappers(self.state, self.provisioner.trigger)
+        return (
+            Registration(
+                self.provisioner,
+                (
+                    Watch(PODS, m.pod_trigger),
+                    Watch(NODE_CLAIMS, m.claim_deleted),
+                    Watch(NODE_POOLS, m.any_change),
+                ),
+                m.singleton,
+            ),
+            Registration(
+                self.lifecycle,
+                (Watch(NODE_CLAIMS, m.claim_by_name), Watch(NODES, m.claim_of_node)),
+                m.claims,
+            ),
+            Registration(
+                self.termination,
+                (
+                    Watch(NODE_CLAIMS, m.claim_being_deleted),
+                    Watch(NODES, m.claim_of_deleting_node),
+                ),
+                m.claims,
+            ),
+            Registration(
+                self.nodepools,
+                (Watch(NODE_POOLS, m.pool_by_name), Watch(NODE_CLAIMS, m.pool_of_claim)),
+                m.pools,
+            ),
+            Registration(self.garbage_collection, (), m.singleton),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Mappers:
+    """Event-to-request mappings (the cache is already updated when they run)."""
+
+    state: ClusterState
+    trigger: Callable[[Pod], bool]
+
+    def claims(self) -> list[Request]:
+        return [Request(name=c.name) for c in self.state.node_claims()]
+
+    def pools(self) -> list[Request]:
+        return [Request(name=p.name) for p in self.state.nodepools()]
+
+    @staticmethod
+    def singleton() -> list[Request]:
+        return [Request()]
+
+    def pod_trigger(self, event: WatchEvent) -> list[Request]:
+        """``provisioner.trigger.pod``: a provisionable pod opens or extends the batch."""
+        if event.type == WatchEventType.DELETED:
+            return []
+        namespace = event.object.get("metadata", {}).get("namespace") or "default"
+        pod = self.state.pod(f"{namespace}/{_name(event)}")
+        return [Request()] if pod is not None and self.trigger(pod) else []
+
+    @staticmethod
+    def claim_deleted(event: WatchEvent) -> list[Request]:
+        return [Request()] if event.type == WatchEventType.DELETED else []
+
+    @staticmethod
+    def any_change(event: WatchEvent) -> list[Request]:
+        del event
+        return [Request()]
+
+    @staticmethod
+    def claim_by_name(event: WatchEvent) -> list[Request]:
+        return [] if event.type == WatchEventType.DELETED else [Request(name=_name(event))]
+
+    @staticmethod
+    def claim_being_deleted(event: WatchEvent) -> list[Request]:
+        if event.type == WatchEventType.DELETED or not _deleting(event):
+            return []
+        return [Request(name=_name(event))]
+
+    def claim_of_node(self, event: WatchEvent) -> list[Request]:
+        provider_id = str(event.object.get("spec", {}).get("providerID") or "")
+        claim = self.state.node_claim_for_provider_id(provider_id) if provider_id else None
+        return [Request(name=claim.name)] if claim is not None else []
+
+    def claim_of_deleting_node(self, event: WatchEvent) -> list[Request]:
+        if event.type != WatchEventType.DELETED and not _deleting(event):
+            return []
+        return self.claim_of_node(event)
+
+    @staticmethod
+    def pool_of_claim(event: WatchEvent) -> list[Request]:
+        pool = event.object.get("metadata", {}).get("labels", {}).get(LABEL_NODEPOOL)
+        return [Request(name=str(pool))] if pool else []
+
+    @staticmethod
+    def pool_by_name(event: WatchEvent) -> list[Request]:
+        return [] if event.type == WatchEventType.DELETED else [Request(name=_name(event))]

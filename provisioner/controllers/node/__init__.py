@@ -1,0 +1,1 @@
+"""Node controllers: termination (the ``karpenter.sh/termination`` finalizer)."""

@@ -1,0 +1,1 @@
+"""NodeClaim controllers: lifecycle (launch, registration, initialization, liveness) and GC."""

@@ -1,0 +1,471 @@
+"""``nodeclaim.lifecycle``: carry a NodeClaim from created to Ready, or give it up.
+
+Sub-steps run in order on one NodeClaim read fresh from the API; each returns when it wants to
+run again and the reconciler returns the earliest (Karpenter's lifecycle controller):
+
+1. **Launch** (``Launched``): ``CloudProvider.create`` once per NodeClaim — a launch cache by uid
+   plus the provider's own idempotency by name mean a retry or a restart never launches twice.
+   Insufficient capacity or a NodeClass that is not ready deletes the claim (its pods are
+   re-planned); other failures set ``Launched=Unknown`` and retry.
+2. **Registration** (``Registered``): the Node with the claim's providerID appears; it gets the
+   claim's labels, taints and startup taints, the termination finalizer and an owner reference,
+   and loses ``karpenter.sh/unregistered``.
+3. **Initialization** (``Initialized``): the Node is Ready, startup and known ephemeral taints are
+   gone and requested extended resources are registered; the Node is labelled initialized.
+4. **Liveness**: not launched 5 min, or not registered 15 min, after creation: delete.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, Final
+
+from structlog.typing import FilteringBoundLogger
+
+from cloudprovider.errors import (
+    CloudProviderError,
+    CreateError,
+    InsufficientCapacityError,
+    NodeClassNotReadyError,
+)
+from cloudprovider.protocol import CloudNodeClaim, CloudProvider, LaunchRequest, NodeClassRef
+from provisioner.apis import conditions as cond
+from provisioner.apis import labels as wk
+from provisioner.apis.base import parse_object, to_wire
+from provisioner.apis.core import Node
+from provisioner.apis.core import Taint as CoreTaint
+from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.controllers.events import EventRecorder, insufficient_capacity, nodeclass_not_ready
+from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.nodeclaim.status import (
+    get_claim,
+    patch_claim_status,
+    update_with_version,
+)
+from provisioner.kube.errors import KubeApiError, NotFoundError
+from provisioner.kube.protocol import JsonObject, KubeClient
+from provisioner.kube.resource import NODE_CLAIMS, NODES
+from provisioner.runtime.clock import Clock
+from provisioner.runtime.reconciler import Request, Result, min_result
+from provisioner.scheduling.quantity import parse_quantity
+from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.resources import format_resource_list
+from provisioner.state.cluster import ClusterState
+
+__all__ = [
+    "LAUNCH_RETRY",
+    "LAUNCH_TTL",
+    "REGISTRATION_TTL",
+    "LifecycleController",
+    "claim_ref",
+]
+
+NAME: Final = "nodeclaim.lifecycle"
+LAUNCH_TTL: Final = timedelta(minutes=5)
+"""A NodeClaim not launched this long after creation is deleted (``launch_timeout``)."""
+REGISTRATION_TTL: Final = timedelta(minutes=15)
+"""A NodeClaim not registered this long after creation is deleted (``registration_timeout``)."""
+LAUNCH_RETRY: Final = timedelta(seconds=10)
+"""Retry delay after a launch failure that is not a capacity or NodeClass problem."""
+WELL_KNOWN_RESOURCES: Final = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+_READY: Final = "Ready"
+
+
+def claim_ref(claim: NodeClaim) -> JsonObject:
+    """The NodeClaim in the minimal wire shape events need."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": claim.name, "uid": claim.metadata.uid},
+    }
+
+
+def _resources(values: Mapping[str, object] | None) -> dict[str, int]:
+    return {name: parse_quantity(str(value)) for name, value in (values or {}).items()}
+
+
+def _core_taints(taints: tuple[Any, ...]) -> tuple[CoreTaint, ...]:
+    return tuple(CoreTaint.model_validate(to_wire(t)) for t in taints)
+
+
+class LifecycleController:
+    """Runs launch, registration, initialization and liveness for one NodeClaim per request.
+
+    Args:
+        state: the cluster state cache (nodes by providerID).
+        kube: the Kubernetes port.
+        cloud: the cloud provider.
+        clock: the injected clock.
+        logger: a structlog logger.
+        metrics: the metrics.
+        events: the event recorder.
+    """
+
+    name: Final = NAME
+
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        kube: KubeClient,
+        cloud: CloudProvider,
+        clock: Clock,
+        logger: FilteringBoundLogger,
+        metrics: Metrics,
+        events: EventRecorder,
+    ) -> None:
+        self._state = state
+        self._kube = kube
+        self._cloud = cloud
+        self._clock = clock
+        self._log = logger.bind(controller=NAME)
+        self._metrics = metrics
+        self._events = events
+        self._launched: dict[str, CloudNodeClaim] = {}  # NodeClaim uid -> launched instance
+        self._lock = threading.Lock()
+
+    def reconcile(self, request: Request) -> Result:
+        """Advance the NodeClaim ``request.name`` one step through its lifecycle."""
+        claim = get_claim(self._kube, request.name)
+        if claim is None or claim.metadata.deletion_timestamp is not None:
+            with self._lock:
+                if claim is not None:
+                    self._launched.pop(claim.metadata.uid, None)
+            return Result.done()
+        results: list[Result] = []
+        for step in (self._launch, self._register, self._initialize):
+            next_claim, result = step(claim)
+            results.append(result)
+            if next_claim is None:
+                break
+            claim = next_claim
+        if get_claim(self._kube, claim.name) is not None:
+            results.append(self._liveness(claim))
+        return min_result(results)
+
+    # -- 1. launch ----------------------------------------------------------------------------
+
+    def _launch(self, claim: NodeClaim) -> tuple[NodeClaim | None, Result]:
+        conditions = claim.status.conditions if claim.status else ()
+        if cond.is_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED):
+            return claim, Result.done()
+        with self._lock:
+            launched = self._launched.get(claim.metadata.uid)
+        if launched is None:
+            try:
+                launched = self._cloud.create(self._launch_request(claim))
+            except (InsufficientCapacityError, NodeClassNotReadyError) as error:
+                self._give_up(claim, error)
+                return None, Result.done()
+            except CloudProviderError as error:
+                return self._launch_failed(claim, error)
+            with self._lock:
+                self._launched[claim.metadata.uid] = launched
+        updated = self._record_launch(claim, launched)
+        if updated is None:
+            return None, Result.done()
+        self._log.info(
+            "launched nodeclaim",
+            NodeClaim={"name": claim.name},
+            NodePool={"name": claim.nodepool_name or ""},
+            **{
+                "provider-id": launched.provider_id,
+                "instance-type": launched.instance_type,
+                "zone": launched.zone,
+                "capacity-type": launched.capacity_type,
+            },
+            allocatable=format_resource_list(launched.allocatable),
+        )
+        return updated, Result.done()
+
+    def _launch_request(self, claim: NodeClaim) -> LaunchRequest:
+        ref = claim.spec.node_class_ref
+        return LaunchRequest(
+            name=claim.name,
+            uid=claim.metadata.uid,
+            nodepool=claim.nodepool_name or "",
+            node_class=NodeClassRef(name=ref.name, kind=ref.kind, group=ref.group),
+            requirements=Requirements.from_terms(
+                [r.model_dump(by_alias=True, exclude_none=True) for r in claim.spec.requirements]
+            ),
+            requests=_resources(claim.spec.resources.requests if claim.spec.resources else None),
+            labels=dict(claim.metadata.labels),
+            annotations=dict(claim.metadata.annotations),
+            taints=_core_taints(claim.spec.taints),
+            startup_taints=_core_taints(claim.spec.startup_taints),
+        )
+
+    def _give_up(self, claim: NodeClaim, error: CloudProviderError) -> None:
+        capacity = isinstance(error, InsufficientCapacityError)
+        reason = "insufficient_capacity" if capacity else "nodeclass_not_ready"
+        event = (insufficient_capacity if capacity else nodeclass_not_ready)(
+            claim_ref(claim), str(error)
+        )
+        self._events.publish(event)
+        self._log.error(
+            "failed launching nodeclaim",
+            NodeClaim={"name": claim.name},
+            NodePool={"name": claim.nodepool_name or ""},
+            error=str(error),
+        )
+        self._delete(claim, reason)
+
+    def _launch_failed(
+        self, claim: NodeClaim, error: CloudProviderError
+    ) -> tuple[NodeClaim | None, Result]:
+        reason = error.reason if isinstance(error, CreateError) else cond.REASON_LAUNCH_FAILED
+        self._log.error(
+            "failed launching nodeclaim", NodeClaim={"name": claim.name}, error=str(error)
+        )
+        now = self._clock.now()
+        patch_claim_status(
+            self._kube,
+            claim.name,
+            lambda c: {
+                "conditions": cond.set_unknown(
+                    c.status.conditions if c.status else (),
+                    cond.NODECLAIM_CONDITION_LAUNCHED,
+                    now=now,
+                    reason=reason,
+                    message=str(error)[:1000],
+                )
+            },
+            now=now,
+        )
+        return None, Result.after(LAUNCH_RETRY)
+
+    def _record_launch(self, claim: NodeClaim, launched: CloudNodeClaim) -> NodeClaim | None:
+        labels = {**launched.labels, **claim.metadata.labels}
+        for key in (wk.LABEL_INSTANCE_TYPE, wk.LABEL_ZONE, wk.LABEL_CAPACITY_TYPE):
+            value = launched.labels.get(key)
+            if value:
+                labels[key] = value
+        metadata: dict[str, Any] = {"labels": labels}
+        if launched.annotations:
+            metadata["annotations"] = dict(launched.annotations)
+        try:
+            self._kube.merge_patch(NODE_CLAIMS, claim.name, {"metadata": metadata})
+        except NotFoundError:
+            return None
+        now = self._clock.now()
+
+        def mutate(current: NodeClaim) -> Mapping[str, Any]:
+            conditions = current.status.conditions if current.status else ()
+            return {
+                "providerID": launched.provider_id,
+                "imageID": launched.image_id or None,
+                "capacity": format_resource_list(launched.capacity),
+                "allocatable": format_resource_list(launched.allocatable),
+                "conditions": cond.set_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED, now=now),
+            }
+
+        return patch_claim_status(self._kube, claim.name, mutate, now=now)
+
+    # -- 2. registration ----------------------------------------------------------------------
+
+    def _register(self, claim: NodeClaim) -> tuple[NodeClaim | None, Result]:
+        conditions = claim.status.conditions if claim.status else ()
+        if cond.is_true(conditions, cond.NODECLAIM_CONDITION_REGISTERED):
+            return claim, Result.done()
+        provider_id = claim.provider_id
+        node = self._state.node_for_provider_id(provider_id) if provider_id else None
+        if node is None:
+            return None, Result.done()
+        synced = update_with_version(
+            self._kube, NODES, node.metadata.name, lambda obj: self._node_patch(claim, obj)
+        )
+        if synced is None:
+            return None, Result.done()
+        now = self._clock.now()
+        updated = patch_claim_status(
+            self._kube,
+            claim.name,
+            lambda c: {
+                "nodeName": node.metadata.name,
+                "conditions": cond.set_true(
+                    c.status.conditions if c.status else (),
+                    cond.NODECLAIM_CONDITION_REGISTERED,
+                    now=now,
+                ),
+            },
+            now=now,
+        )
+        if updated is None:
+            return None, Result.done()
+        self._log.info(
+            "registered nodeclaim",
+            NodeClaim={"name": claim.name},
+            Node={"name": node.metadata.name},
+            **{"provider-id": provider_id},
+        )
+        self._metrics.nodes_created.labels(
+            nodepool=claim.nodepool_name or "",
+            zone=node.metadata.labels.get(wk.LABEL_ZONE, ""),
+        ).inc()
+        return updated, Result.done()
+
+    def _node_patch(self, claim: NodeClaim, node: JsonObject) -> dict[str, Any]:
+        metadata = node.get("metadata", {})
+        spec = node.get("spec", {})
+        taints = [t for t in spec.get("taints") or [] if t.get("key") != wk.TAINT_UNREGISTERED]
+        labels = metadata.get("labels") or {}
+        if labels.get(wk.LABEL_DO_NOT_SYNC_TAINTS) != wk.TRUE:
+            present = {(t.get("key"), t.get("effect")) for t in taints}
+            for taint in (*claim.spec.taints, *claim.spec.startup_taints):
+                if (taint.key, taint.effect) not in present:
+                    taints.append(to_wire(taint))
+                    present.add((taint.key, taint.effect))
+        finalizers = list(metadata.get("finalizers") or [])
+        if wk.FINALIZER_TERMINATION not in finalizers:
+            finalizers.append(wk.FINALIZER_TERMINATION)
+        owners = [
+            o for o in metadata.get("ownerReferences") or [] if o.get("uid") != claim.metadata.uid
+        ]
+        owners.append(
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "name": claim.name,
+                "uid": claim.metadata.uid,
+                "blockOwnerDeletion": True,
+            }
+        )
+        return {
+            "metadata": {
+                "labels": {**claim.metadata.labels, wk.LABEL_REGISTERED: wk.TRUE},
+                "finalizers": finalizers,
+                "ownerReferences": owners,
+            },
+            "spec": {"taints": taints},
+        }
+
+    # -- 3. initialization --------------------------------------------------------------------
+
+    def _initialize(  # noqa: PLR0911 - one return per guard
+        self, claim: NodeClaim
+    ) -> tuple[NodeClaim | None, Result]:
+        conditions = claim.status.conditions if claim.status else ()
+        if cond.is_true(conditions, cond.NODECLAIM_CONDITION_INITIALIZED):
+            return claim, Result.done()
+        node_name = claim.status.node_name if claim.status else None
+        if not node_name:
+            return None, Result.done()
+        try:
+            node = parse_object(Node, self._kube.get(NODES, node_name), kind="Node")
+        except NotFoundError:
+            return None, Result.done()
+        blocker = _not_initialized(claim, node)
+        now = self._clock.now()
+        if blocker is not None:
+            reason, message = blocker
+            patch_claim_status(
+                self._kube,
+                claim.name,
+                lambda c: {
+                    "conditions": cond.set_unknown(
+                        c.status.conditions if c.status else (),
+                        cond.NODECLAIM_CONDITION_INITIALIZED,
+                        now=now,
+                        reason=reason,
+                        message=message,
+                    )
+                },
+                now=now,
+            )
+            return None, Result.done()
+        try:
+            self._kube.merge_patch(
+                NODES, node_name, {"metadata": {"labels": {wk.LABEL_INITIALIZED: wk.TRUE}}}
+            )
+        except NotFoundError:
+            return None, Result.done()
+        updated = patch_claim_status(
+            self._kube,
+            claim.name,
+            lambda c: {
+                "conditions": cond.set_true(
+                    c.status.conditions if c.status else (),
+                    cond.NODECLAIM_CONDITION_INITIALIZED,
+                    now=now,
+                )
+            },
+            now=now,
+        )
+        if updated is None:
+            return None, Result.done()
+        self._log.info(
+            "initialized nodeclaim",
+            NodeClaim={"name": claim.name},
+            Node={"name": node_name},
+            allocatable=dict(node.status.allocatable),
+        )
+        return updated, Result.done()
+
+    # -- 4. liveness --------------------------------------------------------------------------
+
+    def _liveness(self, claim: NodeClaim) -> Result:
+        created = claim.metadata.creation_timestamp
+        conditions = claim.status.conditions if claim.status else ()
+        if created is None or cond.is_true(conditions, cond.NODECLAIM_CONDITION_REGISTERED):
+            return Result.done()
+        now = self._clock.now()
+        launched = cond.is_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED)
+        ttl, reason = (
+            (REGISTRATION_TTL, "registration_timeout")
+            if launched
+            else (LAUNCH_TTL, "launch_timeout")
+        )
+        deadline = created + ttl
+        if now < deadline:
+            return Result.after(deadline - now)
+        self._log.info(
+            "deleting nodeclaim, liveness timeout",
+            NodeClaim={"name": claim.name},
+            reason=reason,
+            ttl=str(ttl),
+        )
+        self._delete(claim, reason)
+        return Result.done()
+
+    def _delete(self, claim: NodeClaim, reason: str) -> None:
+        try:
+            self._kube.delete(NODE_CLAIMS, claim.name, uid=claim.metadata.uid or None)
+        except (NotFoundError, KubeApiError):
+            return
+        self._metrics.nodeclaims_disrupted.labels(
+            reason=reason,
+            nodepool=claim.nodepool_name or "",
+            capacity_type=claim.metadata.labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+            consolidation_policy="",
+            termination_mode="forceful",
+        ).inc()
+
+
+def _not_initialized(claim: NodeClaim, node: Node) -> tuple[str, str] | None:
+    """Why ``node`` is not initialized yet, as (reason, message), or None."""
+    ready = next((c for c in node.status.conditions if c.type == _READY), None)
+    if ready is None or ready.status != cond.STATUS_TRUE:
+        return cond.REASON_NODE_NOT_READY, "Node not ready"
+    startup = {(t.key, t.effect) for t in claim.spec.startup_taints}
+    for taint in node.spec.taints:
+        if (taint.key, taint.effect) in startup:
+            return cond.REASON_STARTUP_TAINTS_EXIST, f'StartupTaint "{taint.key}" still exists'
+        if (
+            taint.key in wk.KNOWN_EPHEMERAL_TAINT_KEYS
+            or wk.label_domain(taint.key) == wk.READINESS_TAINT_DOMAIN
+        ):
+            return (
+                cond.REASON_KNOWN_EPHEMERAL_TAINTS_EXIST,
+                f'KnownEphemeralTaint "{taint.key}" still exists',
+            )
+    requests = claim.spec.resources.requests if claim.spec.resources else None
+    allocatable = _resources(node.status.allocatable)
+    for name in sorted(requests or {}):
+        if name not in WELL_KNOWN_RESOURCES and allocatable.get(name, 0) <= 0:
+            return (
+                cond.REASON_RESOURCE_NOT_REGISTERED,
+                f'Resource "{name}" was requested but not registered',
+            )
+    return None

@@ -1,0 +1,1 @@
+"""NodePool controllers: validation/readiness conditions and the resource counter."""

@@ -1,0 +1,199 @@
+"""The provisioning reconciler end to end on InMemoryKube + FakeCloudProvider in virtual time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from provisioner.apis.base import parse_object
+from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.app.settings import Settings
+from provisioner.controllers.provisioning.batcher import Batcher
+from provisioner.kube.resource import NODE_POOLS, PODS, Resource
+from tests.unit.controllers.harness import Harness, nodepool, pending_pod
+
+
+@pytest.fixture
+def h() -> Harness:
+    harness = Harness()
+    harness.create(NODE_POOLS, nodepool())
+    harness.run()
+    return harness
+
+
+def deployment(h: Harness, n: int, prefix: str = "web") -> None:
+    for i in range(n):
+        h.create(PODS, pending_pod(f"{prefix}-{i}"))
+
+
+def requirement(claim: dict[str, Any], key: str) -> dict[str, Any]:
+    found = [r for r in claim["spec"]["requirements"] if r["key"] == key]
+    return found[0] if found else {}
+
+
+def test_nothing_is_created_before_the_batch_closes(h):
+    deployment(h, 3)
+    h.run(0.9)
+    assert h.claims() == []
+    h.run(0.2)
+    assert h.claims() != []
+
+
+def test_twenty_pending_pods_get_valid_nodeclaims(h):
+    deployment(h, 20)
+    h.run(2)
+    claims = h.claims()
+    assert claims
+    pool = h.nodepool_obj()
+    for claim in claims:
+        parse_object(NodeClaim, claim, kind="NodeClaim")
+        metadata = claim["metadata"]
+        assert metadata["name"].startswith("default-")
+        assert metadata["labels"]["karpenter.sh/nodepool"] == "default"
+        assert metadata["labels"]["team"] == "ml"
+        assert metadata["labels"]["karpenter.k8s.aws/ec2nodeclass"] == "default"
+        assert metadata["annotations"]["karpenter.sh/nodepool-hash-version"] == "v3"
+        assert metadata["annotations"]["karpenter.sh/nodepool-hash"]
+        assert metadata["ownerReferences"][0]["uid"] == pool["metadata"]["uid"]
+        assert metadata["finalizers"] == ["karpenter.sh/termination"]
+        assert requirement(claim, "node.kubernetes.io/instance-type")["values"]
+        assert requirement(claim, "karpenter.sh/capacity-type")["values"] == ["spot", "on-demand"]
+        assert requirement(claim, "karpenter.sh/nodepool")["values"] == ["default"]
+        assert requirement(claim, "topology.kubernetes.io/zone") == {}
+        assert claim["spec"]["nodeClassRef"]["name"] == "default"
+        assert claim["spec"]["expireAfter"] == "720h"
+        assert claim["spec"]["resources"]["requests"]["cpu"]
+    nominated = h.events("Nominated")
+    assert len({e["involvedObject"]["name"] for e in nominated}) == 20
+    assert all(e["message"].startswith("Pod should schedule on: nodeclaim/") for e in nominated)
+    assert h.metric(
+        "karpenter_nodeclaims_created_total",
+        reason="provisioned",
+        nodepool="default",
+        min_values_relaxed="false",
+    ) == len(claims)
+    found = h.logs("found provisionable pod(s)")
+    assert found
+    assert found[0]["Pods"].endswith("and 15 other(s)")
+    assert h.logs("computed new nodeclaim(s) to fit pod(s)")[0]["pods"] == 20
+    created = h.logs("created nodeclaim")
+    assert len(created) == len(claims)
+    assert created[0]["NodePool"] == {"name": "default"}
+    assert created[0]["controller"] == "provisioner"
+
+
+def test_a_second_batch_never_buys_again_for_nominated_pods(h):
+    deployment(h, 20)
+    h.run(2)
+    first = len(h.claims())
+    deployment(h, 1, prefix="late")
+    h.run(15)
+    claims = h.claims()
+    # the late pod fits on in-flight capacity or gets one more claim, never a re-buy of 20
+    assert len(claims) <= first + 1
+    h.run(60)
+    assert len(h.claims()) == len(claims)
+
+
+def test_in_flight_capacity_is_used_after_a_restart(h):
+    deployment(h, 4)
+    h.run(2)
+    before = len(h.claims())
+    h.new_manager()  # nominations are lost; the in-flight claims still count as capacity
+    h.run(30)
+    assert len(h.claims()) == before
+    assert len(h.cloud.created) == before
+
+
+def test_pods_that_cannot_be_helped_get_one_failed_scheduling_event(h):
+    h.create(PODS, pending_pod("huge", cpu="64"))
+    h.run(2)
+    h.run(30)
+    assert h.claims() == []
+    events = h.events("FailedScheduling")
+    assert len(events) == 1
+    assert events[0]["type"] == "Warning"
+    assert events[0]["message"].startswith("Failed to schedule pod, ")
+
+
+def test_pods_that_are_not_provisionable_are_ignored(h):
+    pod = pending_pod("gated")
+    pod["status"]["conditions"][0]["reason"] = "SchedulingGated"
+    h.create(PODS, pod)
+    h.run(5)
+    assert h.claims() == []
+
+
+def test_nodepool_limits_are_respected(h):
+    h.kube.merge_patch(NODE_POOLS, "default", {"spec": {"limits": {"cpu": "4"}}})
+    deployment(h, 20)
+    h.run(30)
+    total = sum(
+        int(c["status"]["capacity"]["cpu"])
+        for c in h.claims()
+        if c.get("status", {}).get("capacity")
+    )
+    assert 0 < total <= 4
+
+
+def test_malformed_nodepool_gets_a_condition_and_event_while_others_serve(h):
+    bad = nodepool("broken", expireAfter="forever")
+    h.create(NODE_POOLS, bad)
+    deployment(h, 2)
+    h.run(3)
+    status = h.nodepool_obj("broken")["status"]
+    validation = next(c for c in status["conditions"] if c["type"] == "ValidationSucceeded")
+    assert validation["status"] == "False"
+    assert "expireAfter" in validation["message"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False"
+    events = h.events("FailedValidation")
+    assert len(events) == 1
+    assert events[0]["involvedObject"]["name"] == "broken"
+    claims = h.claims()
+    assert claims
+    assert {c["metadata"]["labels"]["karpenter.sh/nodepool"] for c in claims} == {"default"}
+
+
+def test_nodepool_status_resources_count_its_claims(h):
+    deployment(h, 3)
+    h.run(3)
+    status = h.nodepool_obj()["status"]
+    assert status["nodes"] == len(h.claims())
+    assert status["resources"]["nodes"] == str(len(h.claims()))
+    assert h.metric("karpenter_nodepools_usage", nodepool="default", resource_type="nodes") == len(
+        h.claims()
+    )
+
+
+def test_gang_pins_the_zone():
+    h = Harness()
+    h.create(NODE_POOLS, nodepool())
+    h.run()
+    for i in range(3):
+        pod = pending_pod(f"gang-{i}", cpu="1")
+        pod["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] = "trainers"
+        h.create(PODS, pod)
+    h.create(
+        Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "trainers", "namespace": "default"},
+            "spec": {"minMember": 3},
+        },
+    )
+    h.run(3)
+    claims = h.claims()
+    assert claims
+    assert all(requirement(c, "topology.kubernetes.io/zone") for c in claims)
+
+
+def test_batcher_is_built_from_settings():
+    h = Harness(
+        settings=Settings(policy="greedy", batch_idle_duration="3s", batch_max_duration="5s")
+    )
+    batcher: Batcher = h.manager.provisioner.batcher
+    assert batcher.idle.total_seconds() == 3
+    assert batcher.max.total_seconds() == 5
