@@ -29,6 +29,15 @@ def shared_dir() -> Path:
     return REPO_ROOT.parent / "shared"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden files (tests/golden/**) from the current output instead of comparing",
+    )
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     path = shared_dir()

@@ -10,15 +10,10 @@ from tests.aws.harness import (
     aws,
     golden_compare,
     moto_endpoint,
-    register_golden_option,
     test_catalog,
 )
 
 __all__ = ["aws", "moto_endpoint", "test_catalog"]
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    register_golden_option(parser)
 
 
 @pytest.fixture

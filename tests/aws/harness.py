@@ -10,7 +10,6 @@ bursts. Retries never sleep.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import urllib.request
@@ -420,16 +419,6 @@ def aws(monkeypatch: pytest.MonkeyPatch, moto_endpoint: str, test_catalog: Catal
     )
     env.provider = env.build_provider()
     return env
-
-
-def register_golden_option(parser: pytest.Parser) -> None:
-    with contextlib.suppress(ValueError):  # registered by another conftest
-        parser.addoption(
-            "--update-golden",
-            action="store_true",
-            default=False,
-            help="rewrite golden files from the current output instead of comparing",
-        )
 
 
 def golden_compare(request: pytest.FixtureRequest) -> Callable[[str, str], None]:

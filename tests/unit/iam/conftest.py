@@ -1,8 +1,8 @@
 """Fixtures for the IAM tests: acceptance parameters and golden-file comparison.
 
 Golden files live in tests/golden/iam/. Regenerate them with
-`pytest tests/unit/iam --update-golden` (the option is registered here, so pass the
-directory on the command line), then review the diff.
+`pytest tests/unit/iam --update-golden` (the option is registered in tests/conftest.py),
+then review the diff.
 """
 
 from __future__ import annotations
@@ -15,15 +15,6 @@ import pytest
 from iam import IamParameters
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden" / "iam"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--update-golden",
-        action="store_true",
-        default=False,
-        help="rewrite tests/golden/iam/* from the current output instead of comparing",
-    )
 
 
 @pytest.fixture
