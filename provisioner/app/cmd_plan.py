@@ -137,7 +137,18 @@ def plan_files(
     try:
         return plan(view, config)
     except PodError as error:
-        raise InputError(str(error)) from error
+        raise InputError(_located(str(error), inputs)) from error
+
+
+def _located(message: str, inputs: _Inputs) -> str:
+    """Prefix a pod or DaemonSet error with the file and document the object came from."""
+    lowered = message.lower()
+    for role, kind in (("pods", "pod"), ("daemonsets", "daemonset")):
+        for where, obj in inputs.objects.get(role, []):
+            name = f"{kind} {obj.metadata.namespace or 'default'}/{obj.metadata.name}:"
+            if lowered.startswith(name):
+                return f"{where}: {message}"
+    return message
 
 
 def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
@@ -214,6 +225,9 @@ def _view(inputs: _Inputs, *, catalog_path: str | None, region: str, stderr: Tex
         if key not in catalogs:
             catalogs[key] = _catalog(catalog_path, region, nodeclass)
         pools.append(pool_template(nodepool, catalogs[key].instance_types))
+    if not catalogs:
+        # no NodePool needs it, but an unusable --catalog or --region is still bad input
+        _catalog(catalog_path, region, None)
     try:
         groups = build_context(inputs.raw_groups)
     except ApiValidationError as error:

@@ -140,8 +140,12 @@ def build_problem(view: ClusterView) -> Build:
         existing=existing,
         build=build,
     )
+    classes, gangs = _drop_short_gangs(classes, gangs, build)
     topology.extend(_colocations(colocations, classes, build))
     resource_names = sorted({name for c in classes for name in c.demand})
+    if GPU not in resource_names and any(c.gpu_fraction_milli for c in classes):
+        # fractions consume whole free devices from capacity[GPU]: it must be passed on
+        resource_names = sorted([*resource_names, GPU])
     bin_types, classes = _bin_types(classes, options_by_id, resource_names, topology)
     build.problem = Problem(
         bin_types=bin_types,
@@ -498,6 +502,7 @@ def _solver_existing(node: _ExistingNode, names: Sequence[str]) -> ExistingBin:
 
 def _gangs(view: ClusterView, pending: Sequence[_Pending], build: Build) -> list[Gang]:
     """Gangs among the pending pods; members of groups that are not gangs lose their gang id."""
+    bound_keys = {_key(pod) for pods in view.bound_pods().values() for pod in pods}
     members: dict[str, list[_Pending]] = defaultdict(list)
     for item in pending:
         if item.gang is not None:
@@ -511,11 +516,44 @@ def _gangs(view: ClusterView, pending: Sequence[_Pending], build: Build) -> list
                 item.gang = None
             continue
         build.gangs[gang_id] = info
-        pending_keys = {item.facts.key for item in items}
-        running = len(set(info.members) - pending_keys)
-        minimum = max(1, min((info.min_count or 1) - running, len(items)))
+        running = len(set(info.members) & bound_keys)
+        # never capped by the pending members present: members lost to a volume problem or
+        # a missing fit must not shrink the gang (rule 6); _drop_short_gangs handles that
+        minimum = max(1, (info.min_count or 1) - running)
         gangs.append(Gang(gang_id, minimum, same_pool=True, same_zone=info.same_zone))
     return gangs
+
+
+def _drop_short_gangs(
+    classes: Sequence[PodClass], gangs: Sequence[Gang], build: Build
+) -> tuple[list[PodClass], list[Gang]]:
+    """Gangs with fewer plannable members than their minimum get nothing: all unschedulable."""
+    kept_gangs: list[Gang] = []
+    short: dict[str, Gang] = {}
+    for gang in gangs:
+        total = sum(c.count for c in classes if c.gang == gang.id)
+        if total < gang.min_count:
+            short[gang.id] = gang
+        else:
+            kept_gangs.append(gang)
+    if not short:
+        return list(classes), kept_gangs
+    kept: list[PodClass] = []
+    for c in classes:
+        short_gang = short.get(c.gang or "")
+        if short_gang is None:
+            kept.append(c)
+            continue
+        info = build.gangs.get(short_gang.id)
+        name = info.key if info is not None else short_gang.id
+        reason = (
+            f"pod group {name} cannot be placed whole: fewer than {short_gang.min_count} of its "
+            "members can be planned for, so none are placed"
+        )
+        build.unschedulable.extend((pod.key, reason) for pod in build.class_pods.pop(c.key, []))
+        build.class_allowed.pop(c.key, None)
+        build.class_carries.pop(c.key, None)
+    return kept, kept_gangs
 
 
 # --- topology --------------------------------------------------------------------------------
@@ -799,10 +837,18 @@ def _bin_types(
     zone_constraints = {
         t.id for t in topology if getattr(t, "key", TopologyKey.ZONE) is TopologyKey.ZONE
     }
+    zone_carriers = {
+        key
+        for t in topology
+        if isinstance(t, CoLocation) and t.key is TopologyKey.ZONE
+        for key in t.carriers
+    }
     users: dict[str, list[str]] = defaultdict(list)
     zone_sensitive: dict[str, bool] = {}
     for c in classes:
-        sensitive = bool(c.topology & zone_constraints) or c.gang is not None
+        sensitive = (
+            bool(c.topology & zone_constraints) or c.gang is not None or c.key in zone_carriers
+        )
         for o in c.allowed_bin_types:
             users[o].append(c.key)
             zone_sensitive[o] = zone_sensitive.get(o, False) or sensitive

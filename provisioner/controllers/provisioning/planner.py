@@ -25,14 +25,18 @@ from provisioner.controllers.provisioning.plan import (
     UnschedulablePod,
 )
 from provisioner.controllers.provisioning.podfacts import PodFacts
-from provisioner.scheduling.resources import add, fits
+from provisioner.controllers.provisioning.units import demand_units
+from provisioner.scheduling.resources import add, fits, subtract
 from solver.config import SolverConfig
-from solver.problem import Solution, Status, UnplacedReason
+from solver.problem import GPU_MILLI, Solution, Status, UnplacedReason
 
 __all__ = ["MAX_INSTANCE_TYPES", "PlannerConfig", "plan"]
 
 MAX_INSTANCE_TYPES: Final = 600
 """Karpenter's cap on the instance types of one NodeClaim (``MaxInstanceTypes``)."""
+
+NODES: Final = "nodes"
+GPU: Final = "nvidia.com/gpu"
 
 Policy = Literal["jointer", "greedy"]
 
@@ -94,6 +98,8 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
     queues = {key: list(pods) for key, pods in build.class_pods.items()}
     claims: list[NodeClaimPlan] = []
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
+    budgets = _limit_budgets(build, [build.options[b.bin_type] for b in solution.new_bins])
+    fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
     for index, new_bin in enumerate(solution.new_bins):
         option = build.options[new_bin.bin_type]
         pods = [
@@ -102,7 +108,18 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
             for pod in _take(queues, key, n)
         ]
         allowed = [build.class_allowed[key] for key in new_bin.placement.counts]
-        claim = _node_claim(index, option, pods, allowed, build.options)
+        fractions = [
+            fraction_of[key] for key, n in new_bin.placement.counts.items() for _ in range(n)
+        ]
+        claim = _node_claim(
+            index,
+            option,
+            pods,
+            allowed,
+            build.options,
+            budget=budgets[index],
+            fractions=tuple(fractions),
+        )
         if isinstance(claim, str):
             unschedulable.extend(UnschedulablePod(pod.key, claim) for pod in pods)
         else:
@@ -140,6 +157,56 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
     )
 
 
+def _limit_usage(option: Option) -> dict[str, int]:
+    """What one node of ``option`` counts against its NodePool's limits (solver units)."""
+    return {**demand_units(option.instance_type.capacity), NODES: 1}
+
+
+def _limit_budgets(build: Build, chosen: Sequence[Option]) -> list[Mapping[str, int] | None]:
+    """Per new bin, the limit room any of its instance types may use.
+
+    Karpenter keeps a NodeClaim's instance types within the NodePool's remaining limits
+    (whichever type CreateFleet launches): the room of one bin is the pool's remaining limit
+    minus what the *other* new bins of the pool use with their chosen types.
+    """
+    remaining = {limit.pool: limit.remaining for limit in build.problem.limits}
+    totals: dict[str, dict[str, int]] = {}
+    usages = [_limit_usage(option) for option in chosen]
+    for option, usage in zip(chosen, usages, strict=True):
+        totals[option.pool.name] = add(totals.get(option.pool.name, {}), usage)
+    budgets: list[Mapping[str, int] | None] = []
+    for option, usage in zip(chosen, usages, strict=True):
+        room = remaining.get(option.pool.name)
+        if room is None:
+            budgets.append(None)
+            continue
+        others = subtract(totals[option.pool.name], usage)
+        budgets.append({name: amount - others.get(name, 0) for name, amount in room.items()})
+    return budgets
+
+
+def _within(option: Option, budget: Mapping[str, int] | None) -> bool:
+    if budget is None:
+        return True
+    usage = _limit_usage(option)
+    return all(usage.get(name, 0) <= amount for name, amount in budget.items())
+
+
+def _fractions_fit(fractions: Sequence[int], option: Option, whole_milli: int) -> bool:
+    """Whether GPU fractions (milli-GPU each) pack first-fit-decreasing onto the free devices."""
+    wanted = sorted((f for f in fractions if f), reverse=True)
+    if not wanted:
+        return True
+    devices = (option.instance_type.capacity.get(GPU, 0) - whole_milli) // GPU_MILLI
+    free = [GPU_MILLI] * max(devices, 0)
+    for fraction in wanted:
+        slot = next((i for i, room in enumerate(free) if room >= fraction), None)
+        if slot is None:
+            return False
+        free[slot] -= fraction
+    return True
+
+
 def _take(queues: dict[str, list[PodFacts]], key: str, count: int) -> list[PodFacts]:
     queue = queues.get(key, [])
     taken, queues[key] = queue[:count], queue[count:]
@@ -152,6 +219,9 @@ def _node_claim(
     pods: Sequence[PodFacts],
     allowed: Sequence[frozenset[str]],
     options: Mapping[str, Option],
+    *,
+    budget: Mapping[str, int] | None = None,
+    fractions: tuple[int, ...] = (),
 ) -> NodeClaimPlan | str:
     """The NodeClaim for one new bin, or the reason it cannot be launched."""
     pod_requests = add(*(pod.requests for pod in pods)) if pods else {}
@@ -163,6 +233,8 @@ def _node_claim(
         and option.offering.capacity_type == chosen.offering.capacity_type
         and all(option.id in ids for ids in allowed)
         and fits(pod_requests, option.capacity)
+        and _within(option, budget)
+        and _fractions_fit(fractions, option, pod_requests.get(GPU, 0))
     ]
     if chosen not in candidates:
         candidates.append(chosen)

@@ -1,0 +1,206 @@
+"""`jointer plan` end to end: the examples, `-o table`, and unusable input (`spec/plan.md`)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provisioner.app.cli import main
+from tests.plancheck import catalogs_for, check_plan
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "plan").glob("*.yaml"))
+
+
+def _objects(path: Path) -> list[dict[str, object]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_plans_pass_the_checker(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["plan", "-f", str(example), "--time-limit", "1", "-o", "json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    document = json.loads(out)  # exactly one JSON document: json.loads rejects trailing data
+    objects = _objects(example)
+    assert check_plan(objects, catalogs_for(objects), document) == []
+    assert "Traceback" not in err
+
+
+def test_examples_directory_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["plan", "-f", str(EXAMPLES[0].parent), "--time-limit", "1", "-o", "table"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert out.splitlines()[0].split()[:3] == ["NODECLAIM", "NODEPOOL", "INSTANCE"]
+    assert "new nodeclaim(s) for" in out
+    assert "cost $" in out
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+NODEPOOL_BAD_OPERATOR = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: np}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: kubernetes.io/arch, operator: Bogus, values: [amd64]}
+"""
+POD_BAD_QUANTITY = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: m
+    resources: {requests: {cpu: 1xyz}}
+"""
+NODECLASS_BAD_FIELD = """\
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: R
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+  bogusField: 1
+"""
+LIST_BAD_ITEM = json.dumps(
+    {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "a"},
+                "spec": {"containers": [{"name": "m", "resources": {"requests": {"cpu": "lots"}}}]},
+            }
+        ],
+    }
+)
+CATALOG_UNKNOWN_FIELD = json.dumps(
+    {
+        "apiVersion": "jointer.dev/v1alpha1",
+        "kind": "InstanceCatalog",
+        "region": "us-east-1",
+        "instanceTypes": [],
+        "extra": 1,
+    }
+)
+GOOD = "apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec: {containers: [{name: m}]}\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "extra", "expected"),
+    [
+        (
+            "bad.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n   bad: [\n",
+            [],
+            ["bad.yaml", "line 5"],
+        ),
+        (
+            "nokind.yaml",
+            "apiVersion: v1\nmetadata: {name: x}\n",
+            [],
+            ["nokind.yaml", "document 0", "kind"],
+        ),
+        (
+            "np.yaml",
+            NODEPOOL_BAD_OPERATOR,
+            [],
+            ["np.yaml", "NodePool np", "spec.template.spec.requirements[0].operator"],
+        ),
+        ("pod.yaml", POD_BAD_QUANTITY, [], ["pod.yaml", "Pod default/p", "cpu"]),
+        (
+            "nc.yaml",
+            NODECLASS_BAD_FIELD,
+            [],
+            ["nc.yaml", "EC2NodeClass default", "spec.bogusField"],
+        ),
+        ("list.json", LIST_BAD_ITEM, [], ["list.json", "Pod default/a", "cpu"]),
+        ("broken.json", '{"apiVersion": "v1",', [], ["broken.json", "JSON", "line 1"]),
+        ("ok.yaml", GOOD, ["--region", "mars-1"], ["--region", "mars-1"]),
+        ("ok.yaml", GOOD, ["--catalog", "CATALOG"], ["catalog.json", "extra", "unknown field"]),
+        ("ok.yaml", GOOD, ["--catalog", "MISSING"], ["missing.json"]),
+        ("ok.yaml", GOOD, ["-f", "NOPE"], ["nope.yaml", "no such file"]),
+        ("nested.yaml", "- 1\n- 2\n", [], ["nested.yaml", "document 0", "expected an object"]),
+    ],
+)
+def test_unusable_input_exits_2_with_a_located_message(  # noqa: PLR0917
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    text: str,
+    extra: list[str],
+    expected: list[str],
+) -> None:
+    path = _write(tmp_path, name, text)
+    replacements = {
+        "CATALOG": _write(tmp_path, "catalog.json", CATALOG_UNKNOWN_FIELD),
+        "MISSING": str(tmp_path / "missing.json"),
+        "NOPE": str(tmp_path / "nope.yaml"),
+    }
+    args = [replacements.get(a, a) for a in extra]
+    status = main(["plan", "-f", path, *args, "--time-limit", "1", "-o", "json"])
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.startswith("jointer plan: error: ")
+    assert len(err.strip().splitlines()) == 1
+    for fragment in expected:
+        assert fragment in err, (fragment, err)
+
+
+def test_stdin_bad_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("{\n"))
+    status = main(["plan", "-f", "-", "-o", "json"])
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert out == ""
+    assert "<stdin>" in err
+    assert "line 2" in err
+
+
+def test_stdin_plan(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(GOOD))
+    status = main(["plan", "-f", "-", "-o", "json", "--time-limit", "1"])
+    out, _ = capsys.readouterr()
+    assert status == 0
+    document = json.loads(out)
+    assert document["kind"] == "Plan"
+    # no NodePool: the pod cannot be placed, but a plan was computed
+    assert [u["pod"] for u in document["unschedulable"]] == ["default/ok"]
+
+
+def test_unknown_kinds_warn_once_each_and_are_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n" + GOOD
+    )
+    status = main(["plan", "-f", _write(tmp_path, "mixed.yaml", text), "--time-limit", "1"])
+    out, err = capsys.readouterr()
+    assert status == 0
+    warnings = err.strip().splitlines()
+    assert len(warnings) == 2
+    assert "document 0" in warnings[0]
+    assert "Widget" in warnings[0]
+    assert "ConfigMap" in warnings[1]
+    assert json.loads(out)["unschedulable"][0]["pod"] == "default/ok"

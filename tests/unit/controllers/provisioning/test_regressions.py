@@ -1,0 +1,143 @@
+"""Regression tests for planner bugs found by the independent plan checker."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from tests.unit.controllers.provisioning.scenario import (
+    SMALL_CATALOG,
+    _type,
+    nodepool,
+    pod,
+    run_plan,
+    tolerate,
+)
+
+GPU_POOL = nodepool(
+    "gpu",
+    requirements=[{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"}],
+    taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+)
+
+
+def _fraction_pod(name: str, cpu: str = "500m", fraction: str = "0.5") -> dict[str, Any]:
+    return pod(
+        name,
+        namespace="ml",
+        cpu=cpu,
+        memory="1Gi",
+        annotations={"gpu-fraction": fraction},
+        tolerations=[tolerate("nvidia.com/gpu")],
+    )
+
+
+def test_fraction_only_pods_get_gpu_capacity(tmp_path: Path) -> None:
+    """Bug: with no whole-GPU request anywhere, bins were built without GPU capacity."""
+    run = run_plan([GPU_POOL, *(_fraction_pod(f"nb-{i}") for i in range(4))], tmp_path)
+    assert run.violations == []
+    assert len(run.placed()) == 4
+
+
+def test_instance_types_of_a_fraction_claim_hold_its_fractions(tmp_path: Path) -> None:
+    """Bug: a NodeClaim listed GPU types too small for the fractions packed on it."""
+    catalog = copy.deepcopy(SMALL_CATALOG)
+    catalog["instanceTypes"] = [
+        _type("g5.xlarge", 16, 64, 58, 1.0, gpus=1),
+        _type("g5.12xlarge", 48, 192, 234, 1.1, gpus=4),
+    ]
+    run = run_plan(
+        [GPU_POOL, *(_fraction_pod(f"nb-{i}", cpu="2") for i in range(6))],
+        tmp_path,
+        catalog=catalog,
+    )
+    assert run.violations == []
+    for claim in run.plan["nodeClaims"]:
+        if len(claim["pods"]) > 2:
+            assert "g5.xlarge" not in claim["instanceTypes"]
+
+
+def test_zone_affinity_to_a_bound_pod_may_use_every_zone(tmp_path: Path) -> None:
+    """Bug: carriers of a zone pod affinity had their offerings collapsed to one zone."""
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "labelSelector": {"matchLabels": {"app": "cache"}},
+                }
+            ]
+        }
+    }
+    from tests.unit.controllers.provisioning.scenario import node  # noqa: PLC0415
+
+    objects = [
+        nodepool("default"),
+        node("n-c", zone="us-east-1c", cpu="1", memory="1Gi"),
+        pod("cache-0", labels={"app": "cache"}, node_name="n-c", cpu="500m", memory="256Mi"),
+        pod("app-0", affinity=affinity, cpu="1"),
+    ]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    assert run.claim_of("default/app-0")["zone"] == "us-east-1c"
+
+
+def test_instance_types_stay_within_nodepool_limits(tmp_path: Path) -> None:
+    """Bug: a NodeClaim listed instance types whose launch would break the NodePool limits."""
+    objects = [nodepool("default", limits={"cpu": "4"}), pod("one", cpu="1")]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    (claim,) = run.plan["nodeClaims"]
+    assert set(claim["instanceTypes"]) <= {"c6i.large", "c6i.xlarge", "m6i.xlarge", "g5.xlarge"}
+
+
+def _gang(size: int, min_member: int) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [
+        nodepool("default"),
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {"resources": {"gpu": {"quota": -1, "limit": -1}}},
+        },
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "default"},
+            "spec": {"minMember": min_member, "queue": "q"},
+        },
+    ]
+    objects.extend(
+        pod(
+            f"m-{i}",
+            cpu="1",
+            labels={"kai.scheduler/queue": "q"},
+            annotations={"pod-group-name": "pg"},
+            scheduler="kai-scheduler",
+        )
+        for i in range(size)
+    )
+    return objects
+
+
+def test_gang_member_with_a_missing_claim_blocks_the_whole_gang(tmp_path: Path) -> None:
+    """Bug: the gang minimum was capped by the members left, so 3 of a gang of 4 were placed."""
+    objects = _gang(4, 4)
+    objects[-1]["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": "gone"}}]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    assert run.placed() == {}
+    reasons = run.unschedulable()
+    assert "not found" in reasons["default/m-3"]
+    assert all("pod group default/pg" in reasons[f"default/m-{i}"] for i in range(3))
+
+
+def test_gang_member_that_fits_nowhere_blocks_the_whole_gang(tmp_path: Path) -> None:
+    """Bug: the solver rejected the problem (ProblemError) when a gang lost a member class."""
+    objects = _gang(3, 3)
+    objects[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500"
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    assert run.placed() == {}
+    assert len(run.unschedulable()) == 3
