@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 from typing import Final
 
 __all__ = ["QuantityError", "format_quantity", "parse_quantity", "to_units_ceil"]
@@ -60,6 +61,12 @@ def parse_quantity(value: str | float) -> int:
         return value * MILLI
     if isinstance(value, float):
         value = repr(value)
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(value: str) -> int:
+    """Parse a quantity string (cached: the same few strings repeat across thousands of pods)."""
     text = value.strip()
     match = _QUANTITY_RE.match(text)
     if match is None:

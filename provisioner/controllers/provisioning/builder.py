@@ -617,12 +617,9 @@ def _spread_constraints(context: _TopologyContext) -> list[TopologyConstraint]:
         zone = term.topology_key == wk.LABEL_ZONE
         counts = context.counts((namespace,), term.selector, zone=zone)
         if zone:
+            allowed_sets = {context.allowed[carrier.facts.key] for carrier in carriers}
             zones = sorted(
-                {
-                    context.options[o].offering.zone
-                    for carrier in carriers
-                    for o in context.allowed[carrier.facts.key]
-                }
+                {context.options[o].offering.zone for ids in allowed_sets for o in ids}
                 | {node.zone for node in context.existing.values() if node.zone}
             )
             if not zones:
@@ -703,12 +700,20 @@ def _colocations(
 def _selected(
     pending: Sequence[_Pending], namespaces: Iterable[str], selector: SelectorKey
 ) -> list[_Pending]:
+    """The pending pods in ``namespaces`` whose labels ``selector`` matches."""
     spaces = set(namespaces)
-    return [
-        item
-        for item in pending
-        if item.facts.namespace in spaces and selector_matches(selector, item.facts.labels)
-    ]
+    verdicts: dict[tuple[tuple[str, str], ...], bool] = {}
+    selected = []
+    for item in pending:
+        if item.facts.namespace not in spaces:
+            continue
+        verdict = verdicts.get(item.facts.label_key)
+        if verdict is None:
+            verdict = selector_matches(selector, item.facts.labels)
+            verdicts[item.facts.label_key] = verdict
+        if verdict:
+            selected.append(item)
+    return selected
 
 
 def _bound_counts(
@@ -753,13 +758,12 @@ def _classes(
         )
         groups.setdefault(signature, []).append(item)
     classes: list[PodClass] = []
+    fit_index = _FitIndex(options)
     for index, (_, items) in enumerate(groups.items()):
         first = items[0]
         requests = first.facts.requests
         candidates = allowed[first.facts.key]
-        fitting = frozenset(
-            o for o in candidates if _fits_option(requests, first.fraction, options[o])
-        )
+        fitting = candidates & fit_index.fitting(requests, first.fraction)
         fitting_existing = frozenset(
             e
             for e in allowed_existing[first.facts.key]
@@ -787,6 +791,38 @@ def _classes(
             )
         )
     return classes
+
+
+class _FitIndex:
+    """Which options one pod of a given shape fits on, computed once per shape.
+
+    Options of one pool and instance type share their capacity (allocatable minus the
+    DaemonSets of that pool), so a shape is checked once per (pool, instance type), not once
+    per offering.
+    """
+
+    def __init__(self, options: Mapping[str, Option]) -> None:
+        by_shape: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self._capacity: dict[tuple[str, str], Option] = {}
+        for option in options.values():
+            shape = (option.pool.name, option.instance_type.name)
+            by_shape[shape].append(option.id)
+            self._capacity.setdefault(shape, option)
+        self._ids = {shape: frozenset(ids) for shape, ids in by_shape.items()}
+        self._cache: dict[tuple[tuple[tuple[str, int], ...], int], frozenset[str]] = {}
+
+    def fitting(self, requests: Mapping[str, int], fraction: int) -> frozenset[str]:
+        """Ids of the options one pod with ``requests`` (and GPU ``fraction``) fits on."""
+        key = (tuple(sorted(requests.items())), fraction)
+        cached = self._cache.get(key)
+        if cached is None:
+            ids: set[str] = set()
+            for shape, option in self._capacity.items():
+                if _fits_option(requests, fraction, option):
+                    ids |= self._ids[shape]
+            cached = frozenset(ids)
+            self._cache[key] = cached
+        return cached
 
 
 def _fits_option(requests: Mapping[str, int], fraction: int, option: Option) -> bool:
@@ -843,20 +879,23 @@ def _bin_types(
         if isinstance(t, CoLocation) and t.key is TopologyKey.ZONE
         for key in t.carriers
     }
-    users: dict[str, list[str]] = defaultdict(list)
-    zone_sensitive: dict[str, bool] = {}
+    # classes sharing an allowed set share their users: work per distinct set, not per class
+    sets: dict[frozenset[str], int] = {}
+    sensitive_sets: set[int] = set()
     for c in classes:
-        sensitive = (
-            bool(c.topology & zone_constraints) or c.gang is not None or c.key in zone_carriers
-        )
-        for o in c.allowed_bin_types:
-            users[o].append(c.key)
-            zone_sensitive[o] = zone_sensitive.get(o, False) or sensitive
+        index = sets.setdefault(c.allowed_bin_types, len(sets))
+        if bool(c.topology & zone_constraints) or c.gang is not None or c.key in zone_carriers:
+            sensitive_sets.add(index)
+    users: dict[str, list[int]] = defaultdict(list)
+    for allowed_set, index in sets.items():
+        for o in allowed_set:
+            users[o].append(index)
     groups: dict[tuple[object, ...], list[Option]] = defaultdict(list)
-    for option_id, keys in users.items():
+    for option_id, indices in users.items():
         option = options[option_id]
-        zone = option.offering.zone if zone_sensitive[option_id] else "*"
-        groups[(option.pool.name, zone, frozenset(keys))].append(option)
+        sensitive = any(i in sensitive_sets for i in indices)
+        zone = option.offering.zone if sensitive else "*"
+        groups[(option.pool.name, zone, tuple(indices))].append(option)
     kept: list[Option] = []
     for members in groups.values():
         kept.extend(_undominated(members, names))
@@ -875,26 +914,32 @@ def _bin_types(
         )
         for o in sorted(kept, key=lambda o: (o.price, o.id))
     )
-    restricted = [replace(c, allowed_bin_types=c.allowed_bin_types & kept_ids) for c in classes]
+    narrowed = {ids: ids & kept_ids for ids in sets}
+    restricted = [replace(c, allowed_bin_types=narrowed[c.allowed_bin_types]) for c in classes]
     return bin_types, restricted
 
 
 def _undominated(members: Sequence[Option], names: Sequence[str]) -> list[Option]:
-    ordered = sorted(
-        members,
-        key=lambda o: (o.price, 0 if o.offering.capacity_type == "spot" else 1, o.id),
-    )
-    kept: list[tuple[Option, dict[str, int], int]] = []
-    for option in ordered:
-        capacity = capacity_units(option.capacity, names)
-        gpus = option.instance_type.capacity.get(GPU, 0) // 1000
-        dominated = any(
-            other_gpus >= gpus and all(other_cap.get(n, 0) >= capacity.get(n, 0) for n in names)
-            for _, other_cap, other_gpus in kept
+    """The options no cheaper-or-equal option with at least as much capacity dominates.
+
+    Offerings of one instance type differ only in price here (the group already fixed the
+    pool and, where it matters, the zone), so only the cheapest of each type is considered
+    (spot first on a tie, as Karpenter prefers spot).
+    """
+    cheapest: dict[str, Option] = {}
+    for option in sorted(
+        members, key=lambda o: (o.price, 0 if o.offering.capacity_type == "spot" else 1, o.id)
+    ):
+        cheapest.setdefault(option.instance_type.name, option)
+    kept: list[tuple[Option, tuple[int, ...]]] = []
+    for option in cheapest.values():
+        capacity = (
+            option.instance_type.capacity.get(GPU, 0) // GPU_MILLI,
+            *(capacity_units(option.capacity, names).values()),
         )
-        if not dominated:
-            kept.append((option, capacity, gpus))
-    return [option for option, _, _ in kept]
+        if not any(all(a >= b for a, b in zip(other, capacity, strict=True)) for _, other in kept):
+            kept.append((option, capacity))
+    return [option for option, _ in kept]
 
 
 # --- limits ----------------------------------------------------------------------------------

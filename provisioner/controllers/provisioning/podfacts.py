@@ -135,6 +135,7 @@ class PodFacts:
     anti_affinities: tuple[AffinityTerm, ...]
     claims: tuple[str, ...]
     uses_hostname: bool
+    label_key: tuple[tuple[str, str], ...] = ()
 
 
 _SIGNATURES: Final[dict[str, Signature]] = {}
@@ -174,6 +175,7 @@ def pod_facts(pod: Pod, *, cache: dict[str, Signature] | None = None) -> PodFact
         key=key,
         namespace=namespace,
         labels=pod.metadata.labels,
+        label_key=tuple(sorted(pod.metadata.labels.items())),
         requests=requests,
         signature=signature,
         spreads=_spreads(pod.spec.topology_spread_constraints),
