@@ -208,9 +208,11 @@ def _view(inputs: _Inputs, *, catalog_path: str | None, region: str, stderr: Tex
     from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
     from provisioner.controllers.provisioning.cluster import ClusterView  # noqa: PLC0415
     from provisioner.controllers.provisioning.offerings import pool_template  # noqa: PLC0415
+    from provisioner.controllers.provisioning.overlays import apply_overlays  # noqa: PLC0415
     from provisioner.podgroups import build_context  # noqa: PLC0415
 
     nodeclasses = _nodeclasses(inputs)
+    overlays = [overlay for _, overlay in inputs.objects.get("overlays", [])]
     catalogs: dict[str | None, Catalog] = {}
     pools = []
     for where, nodepool in inputs.objects.get("nodepools", []):
@@ -224,7 +226,8 @@ def _view(inputs: _Inputs, *, catalog_path: str | None, region: str, stderr: Tex
         key = ref.name if nodeclass is not None else None
         if key not in catalogs:
             catalogs[key] = _catalog(catalog_path, region, nodeclass)
-        pools.append(pool_template(nodepool, catalogs[key].instance_types))
+        instance_types = apply_overlays(catalogs[key].instance_types, overlays, pool=nodepool.name)
+        pools.append(pool_template(nodepool, instance_types))
     if not catalogs:
         # no NodePool needs it, but an unusable --catalog or --region is still bad input
         _catalog(catalog_path, region, None)
