@@ -8,7 +8,8 @@ Five managed policies, each named `JointerController<Name>Policy-<cluster>`:
   `kubernetes.io/cluster/<cluster>=owned` with a `karpenter.sh/nodepool` tag.
 - **IAMIntegration**: `iam:PassRole` on the node role only, to EC2 only; instance-profile
   create/tag/add/remove/delete only with owned + region + nodeclass tags.
-- **EKSIntegration**: `eks:DescribeCluster` on this cluster.
+- **EKSIntegration**: `eks:DescribeCluster` on this cluster (endpoint, CA, service CIDR and
+  version at start-up, `provisioner/app/wiring.py`).
 - **Interruption**: receive and delete on the interruption queue.
 - **ResourceDiscovery**: regional EC2 describes, public SSM parameters, pricing, and the
   unconditioned instance-profile reads.
@@ -17,6 +18,8 @@ Deliberately left out, compared with Karpenter's template:
 
 - the **ZonalShift** policy (`arc-zonal-shift:GetManagedResource`): Jointer does not consult
   ARC zonal shifts;
+- `ec2:DescribeInstanceStatus`: Jointer has no instance-health controller; interruption and
+  state changes arrive through the interruption queue;
 - `ec2:DescribeCapacityReservations`, `ec2:DescribePlacementGroups` and the
   `capacity-reservation` / `placement-group` resources of RunInstances/CreateFleet: Jointer does
   not support capacity reservations or placement groups yet;
@@ -28,8 +31,11 @@ volumes, fleets, launch templates, network interfaces, spot requests, instance p
 pinned to the cluster's account instead of `*`. Subnets and security groups keep `*` as the
 account because shared-VPC subnets belong to the VPC owner's account.
 
-Every action granted here is one the code calls; `CONTROLLER_ACTIONS` lists them so the
-least-privilege test can compare the recorded boto3 calls with the policy in both directions.
+Every action granted here is one the code calls, or one AWS authorizes as part of a call the
+code makes (`ec2:RunInstances` for an instant CreateFleet, `iam:PassRole` for the node role,
+`iam:TagInstanceProfile` for the tags of CreateInstanceProfile); `CONTROLLER_ACTIONS` lists them
+so the least-privilege test (`tests/zz_least_privilege`) can compare the boto3 calls the test
+suite records with the policy in both directions.
 """
 
 from __future__ import annotations
@@ -57,7 +63,6 @@ def cluster_tag(cluster_name: str) -> str:
 EC2_DESCRIBE_ACTIONS: Final = (
     "ec2:DescribeImages",
     "ec2:DescribeInstances",
-    "ec2:DescribeInstanceStatus",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplates",
@@ -67,6 +72,7 @@ EC2_DESCRIBE_ACTIONS: Final = (
 )
 INSTANCE_PROFILE_MUTATING_ACTIONS: Final = (
     "iam:CreateInstanceProfile",
+    # Never called directly: IAM authorizes the Tags of CreateInstanceProfile as TagInstanceProfile.
     "iam:TagInstanceProfile",
     "iam:AddRoleToInstanceProfile",
     "iam:RemoveRoleFromInstanceProfile",
@@ -76,7 +82,9 @@ INSTANCE_PROFILE_READ_ACTIONS: Final = ("iam:GetInstanceProfile", "iam:ListInsta
 CONTROLLER_ACTIONS: Final = frozenset(
     {
         "ec2:CreateFleet",
-        "ec2:RunInstances",  # only with DryRun, to validate an EC2NodeClass's launch
+        # Never called directly: an instant CreateFleet launches through RunInstances, which
+        # AWS authorizes against the caller's policy (the launch template, image, subnet, ...).
+        "ec2:RunInstances",
         "ec2:CreateLaunchTemplate",
         "ec2:DeleteLaunchTemplate",
         "ec2:CreateTags",
@@ -86,6 +94,8 @@ CONTROLLER_ACTIONS: Final = frozenset(
         "pricing:GetProducts",
         *INSTANCE_PROFILE_MUTATING_ACTIONS,
         *INSTANCE_PROFILE_READ_ACTIONS,
+        # Never called directly: checked when AddRoleToInstanceProfile attaches the node role and
+        # when a launch uses the instance profile.
         "iam:PassRole",
         "eks:DescribeCluster",
         "sqs:GetQueueUrl",

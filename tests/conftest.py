@@ -1,4 +1,5 @@
-"""Shared fixtures: the path to `shared/` (Karpenter CRDs, examples) and hypothesis profiles."""
+"""Shared fixtures: the path to `shared/` (Karpenter CRDs, examples), hypothesis profiles, and
+the AWS call recorder of the least-privilege test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.awscalls import RECORDER_KEY, AwsCallRecorder
 
 settings.register_profile(
     "ci",
@@ -44,3 +47,26 @@ def shared() -> Path:
     if not (path / "karpenter" / "crds").is_dir():
         pytest.fail(f"shared/ with Karpenter's CRDs not found at {path}; set JOINTER_SHARED")
     return path
+
+
+# AWS call recording for the least-privilege test (tests/zz_least_privilege; see tests/awscalls.py).
+# The recorder lives in `config.stash`. It is installed once collection has finished, and only
+# when the least-privilege test was collected: it is the recorder's only reader, so a subset run
+# such as `pytest tests/unit/solver` neither imports botocore nor pays for recording. AWS calls
+# happen in fixtures and tests, never at collection (import) time, so none is missed.
+LEAST_PRIVILEGE_DIR = REPO_ROOT / "tests" / "zz_least_privilege"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[RECORDER_KEY] = AwsCallRecorder(REPO_ROOT)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(item.path.is_relative_to(LEAST_PRIVILEGE_DIR) for item in session.items):
+        session.config.stash[RECORDER_KEY].install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.stash.get(RECORDER_KEY, None)
+    if recorder is not None:
+        recorder.uninstall()

@@ -53,6 +53,7 @@ def test_left_out_on_purpose(demo):
         "ec2:DescribeCapacityReservations",
         "ec2:DescribePlacementGroups",
         "ec2:DescribeAvailabilityZones",
+        "ec2:DescribeInstanceStatus",
     ):
         assert not is_allowed(docs, action)
     resources = [r for s in _statements(demo) for r in s.resources]
