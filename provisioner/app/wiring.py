@@ -1,0 +1,808 @@
+"""The composition root of ``jointer run``: settings in, a running controller out.
+
+:func:`build_controller` builds, from one :class:`~provisioner.app.settings.Settings`:
+
+* the JSON logger (``LOG_LEVEL``, ``LOG_FORMAT``); stdlib loggers of the Kubernetes port and the
+  AWS interruption consumer are bridged into it;
+* a private ``CollectorRegistry`` with Karpenter's metrics
+  (:class:`~provisioner.controllers.metrics.Metrics`), ``karpenter_build_info`` and the
+  process/Python collectors;
+* the Kubernetes port (:class:`~provisioner.kube.real.RealKube` from ``--kubeconfig`` or the
+  in-cluster service account);
+* the AWS cloud provider on boto3 clients whose botocore retries are off
+  (``total_max_attempts=1``), so only the provider's own tenacity loop retries; the cluster's
+  endpoint, CA, service CIDR and Kubernetes version come from ``eks:DescribeCluster``;
+* the :class:`~provisioner.controllers.manager.Manager`, plus two reconcilers of the AWS
+  provider's background work: ``interruption`` (polls ``INTERRUPTION_QUEUE``; a
+  ``CordonAndDrain`` message deletes the NodeClaim, counted in
+  ``karpenter_nodeclaims_disrupted_total{reason=<kind>}``) and ``providers.pricing``;
+* the real :class:`~provisioner.app.driver.Driver`, the Lease
+  :class:`~provisioner.kube.leader.LeaderElector` (``LEADER_ELECT``) and the HTTP endpoints.
+
+:meth:`ControllerProcess.run` serves until its stop event is set (SIGTERM in ``cmd_run``), then
+shuts down gracefully: stop taking work, wait for in-flight reconciles up to a bound, release the
+Lease, stop serving. Losing the Lease stops the process with :data:`EXIT_LOST_LEADERSHIP`, as
+controller-runtime does. :class:`Seams` lets tests substitute the Kubernetes port, the cloud
+provider, the clock and the timings; nothing else is configurable from outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import platform
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from importlib import metadata
+from typing import Any, Final, Protocol, TextIO, cast
+
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from structlog.typing import FilteringBoundLogger
+
+from cloudprovider.aws.nodeclass import EC2NodeClass, parse_nodeclass
+from cloudprovider.interruption import (
+    DisruptionAction,
+    DisruptionKind,
+    DisruptionRequest,
+    IndexedNodeClaim,
+)
+from cloudprovider.protocol import CloudProvider
+from provisioner.apis import labels as wk
+from provisioner.apis.errors import ApiValidationError
+from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.app.driver import DEFAULT_WORKERS, Driver, format_duration
+from provisioner.app.logging_setup import LogFormat, build_logger
+from provisioner.app.server import DEFAULT_BIND_ADDRESS, Endpoints
+from provisioner.app.settings import Settings, SettingsError
+from provisioner.controllers.events import Event, object_ref
+from provisioner.controllers.manager import Manager, WorkItem
+from provisioner.controllers.metrics import Metrics
+from provisioner.kube.errors import NotFoundError
+from provisioner.kube.informer import DEFAULT_WATCH_TIMEOUT
+from provisioner.kube.leader import (
+    LEASE_DURATION,
+    RENEW_DEADLINE,
+    RETRY_PERIOD,
+    LeaderElectionConfig,
+    LeaderElector,
+)
+from provisioner.kube.protocol import KubeClient, WatchEvent
+from provisioner.kube.resource import EC2_NODE_CLASSES, JOBS, NODE_CLAIMS, Resource
+from provisioner.runtime.clock import Clock, SystemClock
+from provisioner.runtime.reconciler import Reconciler, Request, Result
+from provisioner.state.cluster import TRACKED_RESOURCES, ClusterState
+
+__all__ = [
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "EXIT_LOST_LEADERSHIP",
+    "LEASE_NAME",
+    "ControllerProcess",
+    "ControllerSet",
+    "DisruptionSource",
+    "InterruptionController",
+    "LeaseTimings",
+    "Seams",
+    "WiringError",
+    "build_controller",
+    "stdlib_logger",
+    "watched_resources",
+]
+
+LEASE_NAME: Final = "karpenter-leader-election"
+"""Karpenter's Lease: Jointer and Karpenter never lead the same cluster at once."""
+EXIT_LOST_LEADERSHIP: Final = 1
+DEFAULT_SHUTDOWN_TIMEOUT: Final = timedelta(seconds=25)
+"""In-flight reconciles get this long after SIGTERM (the chart's grace period is 30 s)."""
+RELEASE_TIMEOUT: Final = timedelta(seconds=3)
+"""Time left to release the Lease even when the in-flight reconciles used the whole bound."""
+PRICING_INTERVAL: Final = timedelta(hours=1)
+"""How often the pricing refresh looks whether its 12 h TTLs ran out."""
+INTERRUPTION_POLL_INTERVAL: Final = timedelta(seconds=1)
+"""The pause between polls of an interruption source that does not long-poll."""
+_COMPONENT: Final = "karpenter"
+_INTERRUPTION_EVENTS: Final[Mapping[DisruptionKind, tuple[str, str, str]]] = {
+    DisruptionKind.SPOT_INTERRUPTED: (
+        "Warning",
+        "SpotInterrupted",
+        "Spot interruption warning was triggered",
+    ),
+    DisruptionKind.REBALANCE_RECOMMENDATION: (
+        "Normal",
+        "SpotRebalanceRecommendation",
+        "Spot rebalance recommendation was triggered",
+    ),
+    DisruptionKind.SCHEDULED_CHANGE: (
+        "Warning",
+        "InstanceUnhealthy",
+        "An unhealthy warning was triggered",
+    ),
+    DisruptionKind.INSTANCE_STOPPED: ("Warning", "InstanceStopping", "Instance is stopping"),
+    DisruptionKind.INSTANCE_TERMINATED: (
+        "Warning",
+        "InstanceTerminating",
+        "Instance is terminating",
+    ),
+    DisruptionKind.CAPACITY_RESERVATION_INTERRUPTED: (
+        "Warning",
+        "CapacityReservationInterrupted",
+        "Capacity reservation interruption warning was triggered",
+    ),
+}
+
+
+class WiringError(RuntimeError):
+    """The controller cannot be built or connected; the message says why."""
+
+
+Waiter = Callable[[float, threading.Event], object]
+
+
+def _wait_on(delay: float, stop: threading.Event) -> object:
+    return stop.wait(delay)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimings:
+    """Leader election timings (client-go's defaults)."""
+
+    duration: timedelta = LEASE_DURATION
+    renew_deadline: timedelta = RENEW_DEADLINE
+    retry_period: timedelta = RETRY_PERIOD
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Seams:
+    """What a test (or an embedding program) substitutes; ``None`` means the production part.
+
+    Attributes:
+        kube: the Kubernetes port (default: ``RealKube`` from the kubeconfig).
+        cloud: the cloud provider (default: AWS from the SDK's credentials).
+        disruptions: the interruption source (default: SQS when ``INTERRUPTION_QUEUE`` is set).
+        clock: the clock (default: the system clock).
+        log_stream: where logs go (default: standard error).
+        host: the address the endpoints bind.
+        identity: the leader election identity (default: host name and a random suffix).
+        lease: leader election timings.
+        watch_timeout: seconds per watch request.
+        elector_wait: how the election loop waits between rounds, ``wait(seconds, stop)``.
+    """
+
+    kube: KubeClient | None = None
+    cloud: CloudProvider | None = None
+    disruptions: DisruptionSource | None = None
+    clock: Clock | None = None
+    log_stream: TextIO | None = None
+    host: str = DEFAULT_BIND_ADDRESS
+    identity: str | None = None
+    lease: LeaseTimings = field(default_factory=LeaseTimings)
+    watch_timeout: float | None = DEFAULT_WATCH_TIMEOUT
+    elector_wait: Waiter | None = None
+
+
+# -- logging ---------------------------------------------------------------------------------
+
+_RECORD_FIELDS: Final = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class _StructlogHandler(logging.Handler):
+    """Forwards stdlib log records (with their ``extra`` fields) to a structlog logger."""
+
+    def __init__(self, logger: FilteringBoundLogger) -> None:
+        super().__init__(logging.DEBUG)
+        self._logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        extra = {k: v for k, v in record.__dict__.items() if k not in _RECORD_FIELDS}
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            message = str(record.msg)
+        self._logger.log(record.levelno, message, **extra)
+
+
+def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
+    """A private stdlib logger (not in ``logging``'s registry) that writes through ``logger``."""
+    bridged = logging.Logger(name, logging.DEBUG)  # noqa: LOG001 - deliberately not global
+    bridged.propagate = False
+    bridged.addHandler(_StructlogHandler(logger.bind(logger=name)))
+    return bridged
+
+
+# -- controllers beyond the manager ------------------------------------------------------------
+
+
+class DisruptionSource(Protocol):
+    """Where interruption messages come from (``cloudprovider.aws.interruption``)."""
+
+    def poll(self) -> list[DisruptionRequest]:
+        """Receive and acknowledge one batch of messages."""
+        ...
+
+
+class StateNodeClaimIndex:
+    """A ``NodeClaimIndex`` over the controllers' cache (NodeClaims by instance id)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+
+    def nodeclaim_for_instance(self, instance_id: str) -> IndexedNodeClaim | None:
+        """The NodeClaim whose ``status.providerID`` ends with ``instance_id``."""
+        for claim in self._state.node_claims():
+            if (claim.provider_id or "").rpartition("/")[2] == instance_id:
+                labels = claim.metadata.labels
+                return IndexedNodeClaim(
+                    name=claim.name,
+                    instance_type=labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+                    zone=labels.get(wk.LABEL_ZONE, ""),
+                    capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+                )
+        return None
+
+
+class InterruptionController:
+    """``interruption``: acts on the cloud's interruption messages.
+
+    Every message gets Karpenter's event on its NodeClaim; ``CordonAndDrain`` deletes the
+    NodeClaim (its termination finalizer drains the node), counted in
+    ``karpenter_nodeclaims_disrupted_total{reason=<kind>}``. The source long-polls, so the
+    controller asks to run again after ``interval`` (zero for SQS's 20 s long poll).
+
+    Args:
+        source: the interruption messages.
+        manager: the controllers (cache, events, metrics, Kubernetes port).
+        logger: the controller's logger.
+        interval: the requeue after each poll.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: DisruptionSource,
+        manager: Manager,
+        logger: FilteringBoundLogger,
+        interval: timedelta = timedelta(0),
+    ) -> None:
+        self._source = source
+        self._manager = manager
+        self._log = logger.bind(controller=self.name)
+        self._interval = interval
+
+    @property
+    def name(self) -> str:
+        """``interruption``."""
+        return "interruption"
+
+    def reconcile(self, request: Request) -> Result:
+        """Poll once and act on every message."""
+        del request
+        for message in self._source.poll():
+            self._handle(message)
+        return Result.after(self._interval)
+
+    def _handle(self, message: DisruptionRequest) -> None:
+        claim = self._manager.state.node_claim(message.nodeclaim)
+        if claim is None:
+            return
+        kind, reason, text = _INTERRUPTION_EVENTS.get(
+            message.kind, ("Warning", "Interrupted", str(message.kind))
+        )
+        self._manager.events.publish(
+            Event(
+                object_ref(
+                    "NodeClaim",
+                    claim.name,
+                    api_version=NODE_CLAIMS.api_version,
+                    uid=claim.metadata.uid,
+                ),
+                "Warning" if kind == "Warning" else "Normal",
+                reason,
+                text,
+            )
+        )
+        if message.action != DisruptionAction.CORDON_AND_DRAIN:
+            return
+        if claim.metadata.deletion_timestamp is not None:
+            return
+        try:
+            self._manager.kube.delete(NODE_CLAIMS, claim.name, uid=claim.metadata.uid or None)
+        except NotFoundError:
+            return
+        self._log.info(
+            "initiating delete from interruption message",
+            NodeClaim={"name": claim.name},
+            messageKind=str(message.kind),
+            action=str(message.action),
+        )
+        self._count(claim, message.kind)
+
+    def _count(self, claim: NodeClaim, kind: DisruptionKind) -> None:
+        self._manager.metrics.nodeclaims_disrupted.labels(
+            reason=str(kind),
+            nodepool=claim.nodepool_name or "",
+            capacity_type=claim.metadata.labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+            consolidation_policy="",
+            termination_mode="graceful",
+        ).inc()
+
+
+class _PricingRefresher(Protocol):
+    def refresh_if_stale(self, now: Any = None) -> None: ...
+
+
+class PricingController:
+    """``providers.pricing``: refreshes on-demand and spot prices when their TTLs run out."""
+
+    def __init__(self, *, pricing: _PricingRefresher, clock: Clock) -> None:
+        self._pricing = pricing
+        self._clock = clock
+
+    @property
+    def name(self) -> str:
+        """``providers.pricing``."""
+        return "providers.pricing"
+
+    def reconcile(self, request: Request) -> Result:
+        """Refresh what is stale."""
+        del request
+        self._pricing.refresh_if_stale(self._clock.now())
+        return Result.after(PRICING_INTERVAL)
+
+
+class ControllerSet:
+    """The manager plus singleton reconcilers of the cloud provider's background work."""
+
+    def __init__(self, manager: Manager, extra: Sequence[Reconciler] = ()) -> None:
+        self.manager = manager
+        self._extra = tuple(extra)
+
+    @property
+    def reconcilers(self) -> tuple[Reconciler, ...]:
+        """Every reconciler."""
+        return (*self.manager.reconcilers, *self._extra)
+
+    def start(self) -> list[WorkItem]:
+        """The manager's start, then one request for each extra reconciler."""
+        return [*self.manager.start(), *((r, Request()) for r in self._extra)]
+
+    def handle(self, resource: Resource, event: WatchEvent) -> list[WorkItem]:
+        """The manager's work for an event."""
+        return self.manager.handle(resource, event)
+
+
+def watched_resources(manager: Manager) -> list[Resource]:
+    """What the informers follow: the cache's resources and every reconciler's triggers."""
+    resources = [*TRACKED_RESOURCES, JOBS]
+    resources += [w.resource for r in manager.registrations for w in r.watches]
+    return list(dict.fromkeys(resources))
+
+
+# -- AWS -----------------------------------------------------------------------------------------
+
+
+class _EksApi(Protocol):
+    def describe_cluster(self, *args: Any, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Aws:
+    cloud: CloudProvider
+    pricing: _PricingRefresher
+    consumer: Callable[[ClusterState, logging.Logger], DisruptionSource] | None
+    region: str
+
+
+class _KubeNodeClasses:
+    """A ``NodeClassGetter`` reading EC2NodeClasses through the Kubernetes port."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def get_nodeclass(self, name: str) -> EC2NodeClass | None:
+        """The EC2NodeClass called ``name`` (None when absent or malformed)."""
+        try:
+            return parse_nodeclass(self._kube.get(EC2_NODE_CLASSES, name))
+        except (NotFoundError, ApiValidationError):
+            return None
+
+
+def _build_aws(settings: Settings, kube: KubeClient, clock: Clock) -> _Aws:
+    """The AWS provider, pricing and interruption consumer on real boto3 clients."""
+    # Imported here so a test run with an injected provider never loads boto3.
+    import boto3  # noqa: PLC0415
+    from botocore.config import Config  # noqa: PLC0415
+    from botocore.exceptions import BotoCoreError  # noqa: PLC0415
+
+    from cloudprovider.aws.capacity import CapacitySettings  # noqa: PLC0415
+    from cloudprovider.aws.catalog import Ec2InstanceTypeProvider  # noqa: PLC0415
+    from cloudprovider.aws.cloudprovider import build_aws_cloud_provider  # noqa: PLC0415
+    from cloudprovider.aws.errors import AwsError  # noqa: PLC0415
+    from cloudprovider.aws.interruption import InterruptionConsumer  # noqa: PLC0415
+    from cloudprovider.aws.launchtemplate import ClusterInfo  # noqa: PLC0415
+    from cloudprovider.aws.pricing import (  # noqa: PLC0415
+        PricingProvider,
+        UnsupportedRegionError,
+        pricing_endpoint_region,
+    )
+    from cloudprovider.aws.retry import Caller  # noqa: PLC0415
+
+    try:
+        session = boto3.session.Session(region_name=settings.aws_region or None)
+    except BotoCoreError as error:
+        raise WiringError(f"configuring the AWS SDK: {error}") from error
+    region = session.region_name
+    if not region:
+        raise SettingsError("AWS_REGION: not set, and the AWS SDK configuration names no region")
+    config = Config(retries={"total_max_attempts": 1}, user_agent_extra="jointer")
+    client = cast("Any", session).client
+    ec2, ssm, iam, sqs = (client(name, config=config) for name in ("ec2", "ssm", "iam", "sqs"))
+    eks: _EksApi = client("eks", config=config)
+    caller = Caller()
+    try:
+        cluster = caller.call(
+            "describing cluster", eks.describe_cluster, name=settings.cluster_name
+        )["cluster"]
+    except AwsError as error:
+        raise WiringError(
+            f"CLUSTER_NAME: cannot describe EKS cluster {settings.cluster_name!r}: {error}"
+        ) from error
+    network = cluster.get("kubernetesNetworkConfig") or {}
+    service_cidr = network.get("serviceIpv4Cidr") or network.get("serviceIpv6Cidr")
+    info = ClusterInfo(
+        name=settings.cluster_name,
+        endpoint=settings.cluster_endpoint or str(cluster["endpoint"]),
+        ca_bundle=str((cluster.get("certificateAuthority") or {}).get("data") or ""),
+        service_cidr=service_cidr,
+        cluster_dns=_cluster_dns(service_cidr),
+    )
+    pricing_client = (
+        None
+        if settings.isolated_vpc.lower() == "true"
+        else client("pricing", region_name=pricing_endpoint_region(region), config=config)
+    )
+    try:
+        pricing = PricingProvider(
+            region, pricing_client=pricing_client, spot_client=ec2, timer=clock.monotonic
+        )
+    except UnsupportedRegionError:
+        if pricing_client is None:
+            raise
+        pricing = PricingProvider(
+            region,
+            table={region: {}},
+            pricing_client=pricing_client,
+            spot_client=ec2,
+            timer=clock.monotonic,
+        )
+    instance_types = Ec2InstanceTypeProvider(
+        ec2,
+        pricing,
+        settings=CapacitySettings(
+            vm_memory_overhead_percent=settings.memory_overhead(),
+            reserved_enis=int(settings.reserved_enis),
+        ),
+        timer=clock.monotonic,
+    )
+    provider = build_aws_cloud_provider(
+        ec2=ec2,
+        ssm=ssm,
+        iam=iam,
+        cluster=info,
+        region=region,
+        kubernetes_version=str(cluster.get("version") or ""),
+        nodeclasses=_KubeNodeClasses(kube),
+        instance_types=instance_types,
+        caller=caller,
+        timer=clock.monotonic,
+    )
+    consumer: Callable[[ClusterState, logging.Logger], DisruptionSource] | None = None
+    if settings.interruption_queue:
+
+        def consumer(state: ClusterState, log: logging.Logger) -> DisruptionSource:
+            return InterruptionConsumer(
+                sqs=sqs,
+                caller=caller,
+                queue_name=settings.interruption_queue,
+                index=StateNodeClaimIndex(state),
+                unavailable=provider.unavailable,
+                logger=log,
+            )
+
+    return _Aws(cloud=provider, pricing=pricing, consumer=consumer, region=region)
+
+
+def _cluster_dns(service_cidr: str | None) -> str | None:
+    """The kube-dns address EKS uses: the tenth address of the IPv4 service range."""
+    if not service_cidr:
+        return None
+    try:
+        network = ipaddress.ip_network(service_cidr, strict=False)
+    except ValueError:
+        return None
+    return str(network[10]) if network.version == 4 and network.num_addresses > 10 else None  # noqa: PLR2004
+
+
+# -- the process -----------------------------------------------------------------------------
+
+
+def _version() -> str:
+    try:
+        return metadata.version("jointer")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+class ControllerProcess:
+    """A built controller: run it with :meth:`run`.
+
+    Args:
+        settings: the settings it was built from.
+        logger: its logger.
+        registry: its metrics registry (served at ``/metrics``).
+        manager: the controller manager.
+        controllers: the manager and the cloud provider's reconcilers, as the driver runs them.
+        cloud: the cloud provider.
+        driver: the real driver.
+        kube: the Kubernetes port (for the Lease).
+        election: the Lease to lead, or ``None`` to act without electing.
+        clock: the injected clock.
+        host: the address the endpoints bind.
+        shutdown_timeout: how long in-flight reconciles may finish after a stop.
+        elector_wait: how the election loop waits between rounds.
+        closers: called once the process stopped.
+
+    Raises:
+        OSError: a port of the endpoints cannot be bound.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        logger: FilteringBoundLogger,
+        registry: CollectorRegistry,
+        manager: Manager,
+        controllers: ControllerSet,
+        cloud: CloudProvider,
+        driver: Driver,
+        kube: KubeClient,
+        election: LeaderElectionConfig | None,
+        clock: Clock,
+        host: str,
+        shutdown_timeout: timedelta,
+        elector_wait: Waiter,
+        closers: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        self.settings = settings
+        self.logger = logger
+        self.registry = registry
+        self.manager = manager
+        self.controllers = controllers
+        self.cloud = cloud
+        self.driver = driver
+        self.elector = (
+            LeaderElector(
+                kube,
+                election,
+                clock=clock.now,
+                on_started_leading=self._start_leading,
+                on_stopped_leading=self._stopped_leading,
+                logger=stdlib_logger("jointer.leader", logger),
+            )
+            if election is not None
+            else None
+        )
+        self.endpoints = Endpoints(
+            registry=registry,
+            readiness={"leader": self.leading, "informers": lambda: driver.synced},
+            metrics_port=settings.port("metrics"),
+            health_port=settings.port("health"),
+            host=host,
+        )
+        self._clock = clock
+        self._shutdown_timeout = shutdown_timeout
+        self._elector_wait = elector_wait
+        self._closers = list(closers)
+        self._elector_stop = threading.Event()
+        self._stop: threading.Event | None = None
+        self._shutting_down = False
+        self._lost = False
+        self._started = False
+        self._lock = threading.Lock()
+
+    def leading(self) -> bool:
+        """Whether this process may act (it holds the Lease, or does not elect)."""
+        return self.elector is None or self.elector.is_leader
+
+    def run(self, stop: threading.Event) -> int:
+        """Serve until ``stop`` is set (or leadership is lost), then shut down gracefully.
+
+        Returns:
+            The exit status: 0 after a requested stop, :data:`EXIT_LOST_LEADERSHIP` after
+            losing the Lease.
+        """
+        self._stop = stop
+        self.endpoints.start()
+        self.logger.info(
+            "starting controller",
+            version=_version(),
+            **{"metrics-port": self.endpoints.metrics_port},
+            **{"health-probe-port": self.endpoints.health_port},
+        )
+        elector_thread: threading.Thread | None = None
+        if self.elector is None:
+            self._start_leading()
+        else:
+            elector = self.elector
+            elector_thread = threading.Thread(
+                target=lambda: elector.run(self._elector_stop, wait=self._elector_wait),
+                name="leader-election",
+                daemon=True,
+            )
+            elector_thread.start()
+        stop.wait()
+        return self._shutdown(elector_thread)
+
+    def _start_leading(self) -> None:
+        with self._lock:
+            if self._shutting_down or self._lost or self._started:
+                return  # a Lease won back after losing it does not restart the controllers
+            self._started = True
+            self.driver.start()
+
+    def _stopped_leading(self) -> None:
+        with self._lock:
+            if self._shutting_down:
+                return
+            self._lost = True
+        self._elector_stop.set()  # no new campaign: this process exits
+        self.logger.error("leader election lost")
+        if self._stop is not None:
+            self._stop.set()
+
+    def _shutdown(self, elector_thread: threading.Thread | None) -> int:
+        with self._lock:
+            self._shutting_down = True
+        self.logger.info("stopping controller", timeout=format_duration(self._shutdown_timeout))
+        deadline = self._clock.monotonic() + self._shutdown_timeout.total_seconds()
+        finished = self.driver.stop(self._shutdown_timeout)
+        self._elector_stop.set()  # the election loop releases the Lease as it ends
+        if elector_thread is not None:
+            remaining = deadline - self._clock.monotonic()
+            elector_thread.join(max(remaining, RELEASE_TIMEOUT.total_seconds()))
+        self.endpoints.stop()
+        for close in self._closers:
+            with contextlib.suppress(Exception):
+                close()
+        self.logger.info("stopped controller", **{"in-flight-finished": finished})
+        return EXIT_LOST_LEADERSHIP if self._lost else 0
+
+
+def build_controller(
+    settings: Settings,
+    *,
+    kubeconfig: str | None = None,
+    shutdown_timeout: timedelta = DEFAULT_SHUTDOWN_TIMEOUT,
+    workers: int = DEFAULT_WORKERS,
+    seams: Seams | None = None,
+) -> ControllerProcess:
+    """Build every part of the controller from ``settings``.
+
+    Raises:
+        SettingsError: a setting is missing or unusable (names the variable).
+        WiringError: a dependency cannot be reached or configured.
+    """
+    seams = seams or Seams()
+    if not settings.cluster_name:
+        raise SettingsError("CLUSTER_NAME: required (the name of the EKS cluster)")
+    clock: Clock = seams.clock or SystemClock()
+    log_format = cast("LogFormat", settings.log_format)
+    logger = build_logger(level=settings.log_level, log_format=log_format, stream=seams.log_stream)
+    registry = _registry()
+    metrics = Metrics(registry)
+    metrics.build_info.labels(
+        version=_version(),
+        goversion=f"python{platform.python_version()}",
+        goarch=platform.machine(),
+        commit="",
+    ).set(1)
+    closers: list[Callable[[], None]] = []
+    kube = seams.kube if seams.kube is not None else _real_kube(kubeconfig, closers)
+    extra: list[Reconciler] = []
+    consumer_factory: Callable[[ClusterState, logging.Logger], DisruptionSource] | None = None
+    if seams.cloud is not None:
+        cloud = seams.cloud
+    else:
+        aws = _build_aws(settings, kube, clock)
+        cloud, consumer_factory = aws.cloud, aws.consumer
+        settings = replace(settings, aws_region=aws.region)
+        extra.append(PricingController(pricing=aws.pricing, clock=clock))
+    manager = Manager(
+        kube=kube, cloud=cloud, clock=clock, settings=settings, logger=logger, metrics=metrics
+    )
+    source = seams.disruptions
+    if source is None and consumer_factory is not None:
+        source = consumer_factory(manager.state, stdlib_logger("jointer.interruption", logger))
+    if source is not None:
+        # SQS long-polls for 20 s, so the poller asks again at once; other sources are paced.
+        long_polls = int(getattr(source, "wait_seconds", 0) or 0) > 0
+        extra.insert(
+            0,
+            InterruptionController(
+                source=source,
+                manager=manager,
+                logger=logger,
+                interval=timedelta(0) if long_polls else INTERRUPTION_POLL_INTERVAL,
+            ),
+        )
+    controllers = ControllerSet(manager, extra)
+    driver = Driver(
+        controllers,
+        kube,
+        clock=clock,
+        resources=watched_resources(manager),
+        logger=logger,
+        workers=workers,
+        watch_timeout=seams.watch_timeout,
+        informer_logger=stdlib_logger("jointer.informer", logger),
+        registry=registry,
+    )
+    election = None
+    if settings.leader_elect.lower() == "true":
+        election = LeaderElectionConfig(
+            name=LEASE_NAME,
+            namespace=settings.leader_election_namespace,
+            identity=seams.identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+            lease_duration=seams.lease.duration,
+            renew_deadline=seams.lease.renew_deadline,
+            retry_period=seams.lease.retry_period,
+        )
+    try:
+        return ControllerProcess(
+            settings=settings,
+            logger=logger,
+            registry=registry,
+            manager=manager,
+            controllers=controllers,
+            cloud=cloud,
+            driver=driver,
+            kube=kube,
+            election=election,
+            clock=clock,
+            host=seams.host,
+            shutdown_timeout=shutdown_timeout,
+            elector_wait=seams.elector_wait or _wait_on,
+            closers=closers,
+        )
+    except OSError as error:
+        for close in closers:
+            close()
+        raise WiringError(
+            f"METRICS_PORT/HEALTH_PROBE_PORT: cannot listen on {seams.host}: {error}"
+        ) from error
+
+
+def _real_kube(kubeconfig: str | None, closers: list[Callable[[], None]]) -> KubeClient:
+    from provisioner.kube.real import RealKube  # noqa: PLC0415 - loads the kubernetes client
+
+    try:
+        kube = RealKube.from_config(kubeconfig)
+    except Exception as error:
+        where = kubeconfig or "the in-cluster service account or $KUBECONFIG"
+        raise WiringError(
+            f"loading Kubernetes client configuration from {where}: {error}"
+        ) from error
+    closers.append(kube.close)
+    return kube
