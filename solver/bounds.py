@@ -19,7 +19,9 @@ the ceiling (costs are integers), so GLOP's tolerances never lift a bound above 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from collections.abc import Mapping
 
 from ortools.linear_solver import pywraplp
@@ -29,6 +31,8 @@ from solver.problem import TopologyKey as Key
 from solver.weights import fits_one
 
 _SAFETY = 1e-6
+_UNIT = 1e-6
+"""LP objectives in dollars (prices are micro-dollars) keep GLOP well scaled."""
 
 
 def hostname_caps(problem: Problem) -> dict[str, int]:
@@ -69,48 +73,169 @@ def _floor(value: float) -> int:
     return max(0, math.ceil(value * (1 - _SAFETY) - 1e-3))
 
 
-def fluid_bound(problem: Problem, demand: Mapping[str, int]) -> int:  # noqa: C901 - one LP
+def _aggregate(
+    problem: Problem, demand: Mapping[str, int]
+) -> tuple[list[tuple[PodClass, int]], list[tuple[BinType, list[int]]]]:
+    """Return merged classes (representative, pods) and types (cheapest, member indices).
+
+    Classes with equal demand, GPU fraction, hostname groups and allowed types are
+    interchangeable in the fluid LP, so they merge; types with equal capacity, GPUs and
+    members merge into their cheapest one. Both keep the LP value unchanged.
+    """
+    caps = hostname_caps(problem)
+    merged: dict[tuple[object, ...], int] = {}
+    reps: list[tuple[PodClass, int]] = []
+    for c in problem.classes:
+        n = demand.get(c.key, 0)
+        if n <= 0:
+            continue
+        sig = (
+            tuple(sorted((r, v) for r, v in c.demand.items() if v)),
+            c.gpu_fraction_milli,
+            tuple(sorted(g for g in c.topology if g in caps)),
+            c.allowed_bin_types,
+        )
+        i = merged.get(sig)
+        if i is None:
+            merged[sig] = len(reps)
+            reps.append((c, n))
+        else:
+            reps[i] = (reps[i][0], reps[i][1] + n)
+    members: dict[str, list[int]] = {}
+    by_type = {t.id: t for t in problem.bin_types}
+    for i, (c, _) in enumerate(reps):
+        for tid in c.allowed_bin_types:
+            t = by_type.get(tid)
+            if t is not None and fits_one(problem, c, t):
+                members.setdefault(tid, []).append(i)
+    groups: dict[tuple[object, ...], tuple[BinType, list[int]]] = {}
+    for t in problem.bin_types:
+        ms = members.get(t.id)
+        if not ms:
+            continue
+        ms.sort()
+        tsig = (tuple(sorted(t.capacity.items())), t.gpus, tuple(ms))
+        old = groups.get(tsig)
+        if old is None or (t.price_micros, t.id) < (old[0].price_micros, old[0].id):
+            groups[tsig] = (t, ms)
+    return reps, list(groups.values())
+
+
+_FULL_LP_NONZEROS = 6_000
+"""Fluid LPs up to this size are solved whole; larger ones by adding offerings as needed."""
+
+
+def fluid_bound(
+    problem: Problem, demand: Mapping[str, int], *, deadline: float | None = None
+) -> int:
     """Return the fluid LP lower bound in micro-dollars for placing ``demand`` on new bins.
 
     Classes with demand but no offering that can hold one pod are ignored (nothing can place
-    them, so no plan does).
+    them, so no plan does). The LP is built over merged classes and types (``_aggregate``).
+    Small LPs are solved whole. Large ones are solved over a growing subset of offerings; the
+    duals ``pi`` of the class rows of such a restricted LP are turned into a valid bound by the
+    Farley argument (``farley_bound``): with ``v_t >= max sum_i pi_i a_i`` over the fractional
+    contents ``a`` of one bin of type ``t`` (resources, hostname caps, ``a_i <= d_i``),
+    ``theta = min(1, min_t price_t / v_t)`` makes ``theta pi`` dual feasible for the full LP,
+    so ``theta sum_i pi_i d_i`` is a lower bound. Stops adding offerings at ``deadline``.
     """
-    classes = [c for c in problem.classes if demand.get(c.key, 0) > 0]
+    reps, types = _aggregate(problem, demand)
+    if not reps or not types:
+        return 0
+    if sum(len(ms) for _, ms in types) > _FULL_LP_NONZEROS:
+        types = _relax_types(types)
+    value = _fluid_lp(problem, reps, types, deadline)
+    return _floor(value / _UNIT) if value is not None else 0
+
+
+def _relax_types(
+    types: list[tuple[BinType, list[int]]], ratio: float = 1.1
+) -> list[tuple[BinType, list[int]]]:
+    """Merge offerings of similar size into relaxed ones (a smaller LP, still a lower bound).
+
+    Offerings sorted by price are grouped while every capacity of the group is within
+    ``ratio`` of its first member's; a group becomes one offering with the lowest price, the
+    largest capacity per resource, the most GPUs and every member class. Any bin of a member
+    fits the relaxed offering at no higher price, so the relaxed LP's value is not higher.
+    """
+    ordered = sorted(types, key=lambda x: (x[0].price_micros, x[0].id))
+    out: list[tuple[BinType, list[int]]] = []
+    group: list[tuple[BinType, list[int]]] = []
+
+    def close() -> None:
+        first = group[0][0]
+        cap: dict[str, int] = {}
+        for t, _ in group:
+            for r, v in t.capacity.items():
+                cap[r] = max(cap.get(r, 0), v)
+        ms = sorted({i for _, m in group for i in m})
+        gpus = max(t.gpus for t, _ in group)
+        out.append((dataclasses.replace(first, capacity=cap, gpus=gpus), ms))
+
+    for t, ms in ordered:
+        if group:
+            first = group[0][0]
+            near = t.gpus == first.gpus and all(
+                v <= ratio * first.capacity.get(r, 0) for r, v in t.capacity.items()
+            )
+            if not near or t.pool != first.pool:
+                close()
+                group = []
+        group.append((t, ms))
+    if group:
+        close()
+    return out
+
+
+def _fluid_lp(  # noqa: C901, PLR0912 - one LP
+    problem: Problem,
+    reps: list[tuple[PodClass, int]],
+    types: list[tuple[BinType, list[int]]],
+    deadline: float | None,
+) -> float | None:
+    """Solve the fluid LP over ``types``; return its value in dollars (None: not solved)."""
+    classes = [c for c, _ in reps]
     solver = pywraplp.Solver.CreateSolver("GLOP")
     caps = hostname_caps(problem)
-    rows = _rows(problem, classes)
+    rows = [(r, [coef[c.key] for c in classes]) for r, coef in _rows(problem, classes)]
     obj = solver.Objective()
-    z: dict[tuple[str, str], pywraplp.Variable] = {}
-    for t in problem.bin_types:
-        members = [c for c in classes if t.id in c.allowed_bin_types and fits_one(problem, c, t)]
-        if not members:
-            continue
-        y = solver.NumVar(0, solver.infinity(), f"y_{t.id}")
-        obj.SetCoefficient(y, t.price_micros)
-        for c in members:
-            z[c.key, t.id] = solver.NumVar(0, solver.infinity(), "")
+    per_class: list[list[pywraplp.Variable]] = [[] for _ in reps]
+    inf = solver.infinity()
+    for t, ms in types:
+        y = solver.NumVar(0, inf, "")
+        obj.SetCoefficient(y, t.price_micros * _UNIT)
+        zs = [solver.NumVar(0, inf, "") for _ in ms]
+        for i, z in zip(ms, zs, strict=True):
+            per_class[i].append(z)
         for r, coef in rows:
-            ct = solver.Constraint(-solver.infinity(), 0)
-            ct.SetCoefficient(y, -_cap(problem, t, r))
-            for c in members:
-                ct.SetCoefficient(z[c.key, t.id], coef[c.key])
+            if not any(coef[i] for i in ms):
+                continue
+            cap = _cap(problem, t, r)
+            ct = solver.Constraint(-inf, 0)
+            ct.SetCoefficient(y, -1 if cap else 0)
+            for i, z in zip(ms, zs, strict=True):
+                if coef[i]:
+                    ct.SetCoefficient(z, coef[i] / cap if cap else 1)
         for gid, cap in caps.items():
-            group = [c for c in members if gid in c.topology]
+            group = [z for i, z in zip(ms, zs, strict=True) if gid in classes[i].topology]
             if group:
-                ct = solver.Constraint(-solver.infinity(), 0)
+                ct = solver.Constraint(-inf, 0)
                 ct.SetCoefficient(y, -cap)
-                for c in group:
-                    ct.SetCoefficient(z[c.key, t.id], 1)
-    for c in classes:
-        vs = [v for (k, _), v in z.items() if k == c.key]
-        if vs:
-            ct = solver.Constraint(demand[c.key], demand[c.key])
-            for v in vs:
-                ct.SetCoefficient(v, 1)
+                for z in group:
+                    ct.SetCoefficient(z, 1)
+    for (_, n), vs in zip(reps, per_class, strict=True):
+        ct = solver.Constraint(n if vs else 0, inf)
+        for v in vs:
+            ct.SetCoefficient(v, 1)
     obj.SetMinimization()
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        solver.SetTimeLimit(max(1, int(left * 1000)))
     if solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return 0
-    return _floor(obj.Value())
+        return None
+    return float(obj.Value())
 
 
 def knapsack_upper(
@@ -221,8 +346,9 @@ def farley_bound(
         return 0
     ratios: list[tuple[float, int]] = []
     seen: dict[tuple[object, ...], float] = {}
+    members = _members(problem)
     for i, t in enumerate(problem.bin_types):
-        sig = (tuple(sorted(t.capacity.items())), t.gpus, _members(problem, t))
+        sig = (tuple(sorted(t.capacity.items())), t.gpus, members.get(t.id, frozenset()))
         v = seen.get(sig)
         if v is None:
             v = seen[sig] = fast_knapsack_upper(problem, t, pi, demand)
@@ -243,5 +369,10 @@ def farley_bound(
     return _floor(theta * total)
 
 
-def _members(problem: Problem, t: BinType) -> frozenset[str]:
-    return frozenset(c.key for c in problem.classes if t.id in c.allowed_bin_types)
+def _members(problem: Problem) -> dict[str, frozenset[str]]:
+    """Return the keys of the classes allowed on each bin type id."""
+    out: dict[str, set[str]] = {}
+    for c in problem.classes:
+        for tid in c.allowed_bin_types:
+            out.setdefault(tid, set()).add(c.key)
+    return {tid: frozenset(ks) for tid, ks in out.items()}

@@ -212,13 +212,14 @@ class ColumnGenerationResult:
     """No pattern priced out (heuristic pricing) before the deadline."""
 
 
-def generate(
+def generate(  # noqa: C901 - one loop with its stopping rules
     problem: Problem,
     demand: Mapping[str, int],
     seeds: list[Pattern],
     *,
     rounds: int,
     deadline: float | None,
+    bound_deadline: float | None = None,
 ) -> ColumnGenerationResult:
     """Run column generation from ``seeds`` and return the patterns and the Farley bound.
 
@@ -227,7 +228,8 @@ def generate(
         demand: pods per class key to place on new bins.
         seeds: initial patterns (e.g. from the greedy plans).
         rounds: maximum pricing rounds (deterministic budget).
-        deadline: ``time.monotonic()`` value after which to stop, or ``None``.
+        deadline: ``time.monotonic()`` value after which to stop pricing, or ``None``.
+        bound_deadline: no Farley bound is computed after this (the bound is then 0).
     """
     types = {t.id: t for t in problem.bin_types}
     pats: dict[Pattern, None] = dict.fromkeys(seeds)
@@ -261,7 +263,9 @@ def generate(
     if not demand:
         return ColumnGenerationResult(list(pats), 0, 0.0, 0, converged=True)
     duals, value = _solve_master(problem, types, list(pats), demand)
-    bound = farley_bound(problem, duals, demand)
+    bound = 0
+    if bound_deadline is None or time.monotonic() < bound_deadline:
+        bound = farley_bound(problem, duals, demand)
     return ColumnGenerationResult(list(pats), bound, value, done, converged=converged)
 
 

@@ -20,6 +20,9 @@ class SolverConfig:
             greedy plans, after column generation, or inside CP-SAT); also CP-SAT's
             ``relative_gap_limit``.
         colgen_rounds: maximum column-generation pricing rounds.
+        adaptive_budget: let ``solve`` stop before the time limit on its own budget, which
+            grows with the problem (``solver.cpsat.budget_seconds``), and stop CP-SAT when it
+            has not improved for a while; ignored when ``deterministic_time`` is set.
         log_callback: receives solver log lines (CP-SAT search log and short progress
             lines); ``None`` = silent. Nothing is ever printed to stdout.
     """
@@ -30,4 +33,5 @@ class SolverConfig:
     deterministic_time: float | None = None
     relative_gap: float = 0.01
     colgen_rounds: int = 30
+    adaptive_budget: bool = True
     log_callback: Callable[[str], None] | None = None

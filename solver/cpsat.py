@@ -29,6 +29,12 @@
    ``solver.validate`` and compared with the greedy plan: the better one is returned, so the
    result is never worse than either greedy plan.
 
+Time: every phase stops at ``config.time_limit_seconds``; the adaptive budget
+(``budget_seconds``: 0.4 s + 0.2 ms per pod, at least twice the greedy time) ends the search
+earlier, as does a gap within ``relative_gap`` after the fluid bound, and CP-SAT stops when it
+has not improved for ``max(0.2 s, 30 %)`` of its running time (wall-clock runs only; with
+``deterministic_time`` the run is reproducible and only the limits apply).
+
 Lower bound: the maximum of the fluid LP bound and the Farley pattern bound, for exactly the
 pods the returned plan puts on new bins. Status: ``OPTIMAL`` when cost equals the bound,
 ``FEASIBLE`` when the optimiser beat the greedy plan, ``GREEDY`` otherwise.
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -54,7 +61,13 @@ from solver.colgen import (
     patterns_from_solution,
 )
 from solver.config import SolverConfig
-from solver.greedy import cost_aware_ffd, downsize, karpenter_ffd, unplaced_entries
+from solver.greedy import (
+    GreedyTimeout,
+    cost_aware_ffd,
+    downsize,
+    karpenter_ffd,
+    unplaced_entries,
+)
 from solver.problem import (
     GPU_MILLI,
     Affinity,
@@ -394,8 +407,10 @@ class _StopWhenClose(cp_model.CpSolverSolutionCallback):
     def __init__(self, master: _Master, stop_at: int, unplaced: int) -> None:
         super().__init__()
         self.master, self.stop_at, self.unplaced = master, stop_at, unplaced
+        self.last = time.monotonic()
 
     def on_solution_callback(self) -> None:
+        self.last = time.monotonic()
         m = self.master
         price = sum(
             m.types[p.bin_type].price_micros * self.value(x)
@@ -410,17 +425,62 @@ class _StopWhenClose(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
+class _Patience(threading.Thread):
+    """Stop CP-SAT when no better plan came for ``max(0.2 s, 30 %)`` of its running time."""
+
+    def __init__(self, solver: cp_model.CpSolver, callback: _StopWhenClose) -> None:
+        super().__init__(daemon=True)
+        self.solver, self.callback = solver, callback
+        self.begin = time.monotonic()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.05):
+            now = time.monotonic()
+            if now - self.callback.last > max(0.2, 0.3 * (now - self.begin)):
+                self.solver.stop_search()
+                return
+
+    def finish(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
 def _gap(cost: int, bound: int) -> float:
     return (cost - bound) / cost if cost > 0 else 0.0
+
+
+def budget_seconds(problem: Problem, config: SolverConfig) -> float:
+    """Return the wall time ``solve`` allows itself (at most ``config.time_limit_seconds``).
+
+    With ``config.adaptive_budget`` and no ``deterministic_time``, the budget grows with the
+    number of pods (``0.4 s + 0.2 ms`` per pod): on large problems the greedy plans, the
+    bounds and a short search already take most of it, and further search rarely pays.
+    """
+    if not config.adaptive_budget or config.deterministic_time is not None:
+        return config.time_limit_seconds
+    pods = sum(c.count for c in problem.classes)
+    return min(config.time_limit_seconds, 0.4 + 2e-4 * pods)
+
+
+def _greedy_plans(problem: Problem, hard: float, log: Callable[[str], None]) -> list[Solution]:
+    plans = [karpenter_ffd(problem)]
+    try:
+        plans.insert(0, cost_aware_ffd(problem, deadline=hard))
+    except GreedyTimeout:
+        log("cost-aware greedy skipped: time limit")
+    return plans
 
 
 def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     """Return the cheapest plan found within the configured limits (never worse than greedy).
 
     Stops early, before the time limit, as soon as the plan is within
-    ``config.relative_gap`` of the lower bound (after the greedy plans, after column
-    generation, or inside CP-SAT), or when the integer master is proven optimal over the
-    generated columns.
+    ``config.relative_gap`` of the lower bound (after the greedy plans and the fluid bound,
+    after column generation, or inside CP-SAT), when the integer master is proven optimal
+    over the generated columns, when the adaptive budget (``budget_seconds``) is spent, or
+    when CP-SAT has not improved for a while (wall-clock runs only). Every phase checks the
+    time limit; the Karpenter-style greedy plan is always computed.
 
     Raises:
         ProblemError: when ``problem.validate_structure()`` fails.
@@ -428,35 +488,52 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     config = config or SolverConfig()
     log = _log(config)
     start = time.monotonic()
-    deadline = start + config.time_limit_seconds
+    hard = start + config.time_limit_seconds
+    soft = start + budget_seconds(problem, config)
     problem.validate_structure()
     filtered = apply_pool_weights(problem)
-    candidates = [cost_aware_ffd(problem), karpenter_ffd(problem)]
+    candidates = _greedy_plans(problem, hard, log)
+    if config.adaptive_budget and config.deterministic_time is None:
+        # slow greedy plans mean a hard problem: give the search at least as long again
+        soft = min(hard, max(soft, start + 2 * (time.monotonic() - start)))
     greedy = min(candidates, key=_quality)
     demand = greedy.new_counts()
-    if not any(demand.values()):
+
+    def done(best: Solution, bound: int, status: Status) -> Solution:
+        bound = min(bound, best.cost_micros)
+        if bound >= best.cost_micros:
+            status = Status.OPTIMAL
         return dataclasses.replace(
-            greedy, lower_bound_micros=0, status=Status.OPTIMAL, seconds=time.monotonic() - start
+            best, lower_bound_micros=bound, status=status, seconds=time.monotonic() - start
         )
-    seeds = patterns_from_solution(candidates[0]) + patterns_from_solution(candidates[1])
-    left = deadline - time.monotonic()
+
+    if not any(demand.values()):
+        return done(greedy, 0, Status.OPTIMAL)
+    # the bound may run past the adaptive budget, but not by more than a second
+    fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
+    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
+    if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
+        return done(greedy, fluid, Status.GREEDY)
+    seeds = [p for c in candidates for p in patterns_from_solution(c)]
+    now = time.monotonic()
     cg = generate(
         filtered,
         demand,
         seeds,
         rounds=config.colgen_rounds,
-        deadline=time.monotonic() + 0.6 * left,
+        deadline=now + 0.5 * (soft - now),
+        bound_deadline=hard,
     )
+    known = max(fluid, cg.lower_bound_micros)
     log(
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"bound {cg.lower_bound_micros}, {cg.rounds} rounds, converged {cg.converged}"
     )
-    best, bound_for = greedy, (demand, cg.lower_bound_micros)
-    improved = False
+    best, improved = greedy, False
     if (
         cg.patterns
-        and time.monotonic() < deadline
-        and _gap(greedy.cost_micros, cg.lower_bound_micros) > config.relative_gap
+        and time.monotonic() < soft
+        and _gap(greedy.cost_micros, known) > config.relative_gap
     ):
         found = _run_master(
             filtered,
@@ -464,9 +541,9 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             greedy=greedy,
             seeds=seeds,
             config=config,
-            deadline=deadline,
+            deadline=soft,
             log=log,
-            stop_at=math.floor(cg.lower_bound_micros / max(1e-9, 1 - config.relative_gap)),
+            stop_at=math.floor(known / max(1e-9, 1 - config.relative_gap)),
         )
         if (
             found is not None
@@ -474,17 +551,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             and _quality(found) < _quality(greedy)
         ):
             best, improved = found, True
-    bound = _final_bound(filtered, best, bound_for, cg.patterns, deadline)
-    bound = min(bound, best.cost_micros)
-    status = Status.FEASIBLE if improved else Status.GREEDY
-    if bound >= best.cost_micros:
-        status = Status.OPTIMAL
-    return dataclasses.replace(
-        best, lower_bound_micros=bound, status=status, seconds=time.monotonic() - start
-    )
-
-
-_FLUID_MAX_VARS = 40_000
+    bound = _final_bound(filtered, best, (demand, known), cg.patterns, hard)
+    return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
 
 
 def _final_bound(
@@ -496,14 +564,13 @@ def _final_bound(
 ) -> int:
     """Return the best valid bound for exactly the pods ``best`` places on new bins."""
     demand = best.new_counts()
-    bound = known[1] if demand == known[0] else 0
-    if bound >= best.cost_micros:
-        return bound
-    if demand != known[0]:
+    if demand == known[0]:
+        return known[1]
+    bound = 0
+    if time.monotonic() < deadline:
+        bound = fluid_bound(problem, demand, deadline=deadline)
+    if bound < best.cost_micros and time.monotonic() < deadline:
         bound = max(bound, pattern_bound(problem, patterns, demand))
-    size = sum(len(c.allowed_bin_types) for c in problem.classes if demand.get(c.key, 0))
-    if size <= _FLUID_MAX_VARS and time.monotonic() < deadline and bound < best.cost_micros:
-        bound = max(bound, fluid_bound(problem, demand))
     return bound
 
 
@@ -526,7 +593,9 @@ def _run_master(
     params = solver.parameters
     params.num_workers = config.num_workers
     params.random_seed = config.random_seed
-    params.max_time_in_seconds = max(0.05, deadline - time.monotonic())
+    if time.monotonic() >= deadline:
+        return None
+    params.max_time_in_seconds = max(0.01, deadline - time.monotonic())
     if config.deterministic_time is not None:
         params.max_deterministic_time = config.deterministic_time
     params.relative_gap_limit = config.relative_gap
@@ -535,7 +604,16 @@ def _run_master(
         params.log_search_progress = True
         solver.log_callback = config.log_callback
     unplaced = sum(u.count for u in greedy.unplaced)
-    code = solver.solve(master.m, _StopWhenClose(master, stop_at, unplaced))
+    callback = _StopWhenClose(master, stop_at, unplaced)
+    watch = None
+    if config.adaptive_budget and config.deterministic_time is None:
+        watch = _Patience(solver, callback)
+        watch.start()
+    try:
+        code = solver.solve(master.m, callback)
+    finally:
+        if watch is not None:
+            watch.finish()
     log(f"cp-sat: {solver.status_name(code)}, objective {solver.objective_value:.0f}")
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None

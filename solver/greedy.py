@@ -33,6 +33,8 @@ downsized to the cheapest offering of its pool and zone that fits its contents a
 
 from __future__ import annotations
 
+import time
+from bisect import insort
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -90,27 +92,19 @@ class _Bin:
     npods: int = 0
     top_dev: int = -1
     dead: bool = False
+    cands: list[BinType] | None = None
+    """Cache: a superset of the valid offerings in ``by_cpu`` order (None: all of ``by_cpu``).
+
+    Validity only shrinks while pods are added, so offerings found invalid are dropped; any
+    removal of pods resets the cache.
+    """
+    seq: int = 0
+    """Opening order of new bins."""
+    maxcap: dict[str, int] | None = None
+    """Cache: the largest capacity per resource over ``cands`` (an upper bound of the room)."""
 
     def pool(self) -> str:
         return self.existing.pool if self.existing is not None else self.by_cpu[0].pool
-
-    def clone(self) -> _Bin:
-        return _Bin(
-            self.existing,
-            self.by_cpu,
-            self.by_price,
-            self.free,
-            self.pin,
-            self.used.copy(),
-            self.counts.copy(),
-            self.group.copy(),
-            {k: list(v) for k, v in self.dev_counts.items()},
-            list(self.dev_use),
-            self.charged,
-            self.npods,
-            self.top_dev,
-            self.dead,
-        )
 
 
 @dataclass(slots=True)
@@ -119,17 +113,8 @@ class _State:
     zone_counts: dict[str, Counter[str]]
     pool_usage: defaultdict[str, Counter[str]]
     type_count: Counter[str]
-
-    def clone(self) -> _State:
-        usage: defaultdict[str, Counter[str]] = defaultdict(Counter)
-        for p, u in self.pool_usage.items():
-            usage[p] = u.copy()
-        return _State(
-            [b.clone() for b in self.bins],
-            {k: v.copy() for k, v in self.zone_counts.items()},
-            usage,
-            self.type_count.copy(),
-        )
+    by_zone: defaultdict[str | None, list[_Bin]] = field(default_factory=lambda: defaultdict(list))
+    """New bins per pinned zone (``None``: not pinned yet), in opening order."""
 
 
 @dataclass(slots=True)
@@ -137,10 +122,13 @@ class _Move:
     """``k`` pods of a class put on a bin (journal entry for undo)."""
 
     b: _Bin
+    c: PodClass
     k: int
     devs: list[int] | None
     zone: str | None
     opened: bool
+    charged: BinType | None
+    """The bin's charged offering before the move (restored by ``undo``)."""
 
 
 @dataclass(slots=True)
@@ -343,13 +331,23 @@ class _Packer:
             return None
         return self._fit_new(b, c, zone or b.pin, limit)
 
-    def valid(self, b: _Bin, t: BinType, zone: str | None) -> bool:
+    def valid(
+        self,
+        b: _Bin,
+        t: BinType,
+        zone: str | None,
+        fresh: int | None = None,
+        allowed: list[frozenset[str]] | None = None,
+    ) -> bool:
         """Return whether offering ``t`` can launch bin ``b`` with its current pods."""
         if (zone is not None and t.zone != zone) or t.gpus <= b.top_dev:
             return False
-        if any(t.id not in self.classes[k].allowed_bin_types for k in b.counts):
+        if allowed is None:
+            allowed = [self.classes[k].allowed_bin_types for k in b.counts]
+        if any(t.id not in a for a in allowed):
             return False
-        fresh = b_fresh(b)
+        if fresh is None:
+            fresh = b_fresh(b)
         cap = t.capacity
         for r, v in b.used.items():
             if v + (fresh if r == self.gpu else 0) > cap.get(r, 0):
@@ -360,24 +358,45 @@ class _Packer:
         """Return the cheapest valid offering of a new bin (None for existing bins)."""
         if b.existing is not None:
             return None
-        return next((t for t in b.by_price if self.valid(b, t, b.pin)), None)
+        fresh = b_fresh(b)
+        allowed = [self.classes[k].allowed_bin_types for k in b.counts]
+        return next((t for t in b.by_price if self.valid(b, t, b.pin, fresh, allowed)), None)
 
-    def _fit_new(self, b: _Bin, c: PodClass, zone: str | None, limit: int) -> _Fit | None:
+    def _fit_new(  # noqa: C901, PLR0912 - one scan with its shortcuts
+        self, b: _Bin, c: PodClass, zone: str | None, limit: int
+    ) -> _Fit | None:
         allowed = c.allowed_bin_types
         best, best_t = 0, None
         cpu = c.demand.get("cpu", 0)
         used_cpu = b.used["cpu"]
         rooms: list[int] = []
-        for t in b.by_cpu:  # largest cpu first
-            if not self.tracked and best > 0 and _done(best, limit, cpu, t, used_cpu):
+        cands = b.by_cpu if b.cands is None else b.cands
+        if b.maxcap is None:
+            b.maxcap = _maxcap(cands)
+        maxcap, used = b.maxcap, b.used
+        if any(v > 0 and v > maxcap.get(r, 0) - used[r] for r, v in c.demand.items()):
+            return None
+        fresh = b_fresh(b)
+        on_bin = [self.classes[k].allowed_bin_types for k in b.counts]
+        dropped: set[int] = set()
+        for t in cands:  # largest cpu first
+            if not self.tracked and _done(best, limit, cpu, t, used_cpu):
                 break
-            if t.id not in allowed or not self.valid(b, t, zone):
+            if t.id not in allowed:
+                continue
+            if not self.valid(b, t, b.pin, fresh, on_bin):
+                dropped.add(id(t))
+                continue
+            if zone is not None and t.zone != zone:
                 continue
             k, _ = self._res_room(t.capacity, t.gpus, b, c, limit)
             if k > best:
                 best, best_t = k, t
             if k > 0:
                 rooms.append(k)
+        if dropped:
+            b.cands = [t for t in cands if id(t) not in dropped]
+            b.maxcap = None
         if best_t is None:
             return None
         if not self.tracked:
@@ -400,12 +419,14 @@ class _Packer:
 
     def _charge_ok(self, b: _Bin, c: PodClass, f: _Fit) -> bool:
         """Tentatively add the pods and check limits for the new cheapest offering."""
+        saved = (b.cands, b.maxcap)
         self._record(b, c, f.k, f.devs, None)
         pin = b.pin
         b.pin = f.zone or b.pin
         new = self.launch(b)
         self._record(b, c, -f.k, [-x for x in f.devs] if f.devs is not None else None, None)
         b.pin = pin
+        b.cands, b.maxcap = saved
         if new is None or not self._limits_ok(b.charged, new):
             return False
         f.charged = new
@@ -413,8 +434,12 @@ class _Packer:
 
     # ---- commit / undo -------------------------------------------------------------------
     def commit(self, b: _Bin, c: PodClass, f: _Fit, journal: list[_Move], opened: bool) -> None:
-        if b.existing is None and f.zone is not None:
+        if b.existing is None and f.zone is not None and b.pin != f.zone:
+            if not opened:
+                self.s.by_zone[b.pin].remove(b)
+                insort(self.s.by_zone[f.zone], b, key=lambda x: x.seq)
             b.pin = f.zone
+        before = b.charged
         self._record(b, c, f.k, f.devs, f.zone)
         if b.existing is None and self.tracked:
             old, new = b.charged, f.charged
@@ -424,7 +449,7 @@ class _Packer:
                     self._charge(old, -1)
                 self._charge(new, 1)
             b.charged = new
-        journal.append(_Move(b, f.k, f.devs, f.zone, opened))
+        journal.append(_Move(b, c, f.k, f.devs, f.zone, opened, before))
         big = b.existing.remaining if b.existing is not None else b.by_cpu[0].capacity
         b.dead = any(big.get(r, 0) - b.used[r] < v for r, v in self.smallest.items() if v > 0)
 
@@ -436,6 +461,9 @@ class _Packer:
     def _record(
         self, b: _Bin, c: PodClass, k: int, devs: list[int] | None, zone: str | None
     ) -> None:
+        if k < 0:
+            b.cands = None
+            b.maxcap = None
         for r, v in c.demand.items():
             b.used[r] += v * k
         b.counts[c.key] += k
@@ -455,18 +483,27 @@ class _Packer:
                 del b.dev_counts[c.key]
             b.top_dev = max((d for d, u in enumerate(b.dev_use) if u > 0), default=-1)
 
-    def undo(self, c: PodClass, journal: list[_Move]) -> None:
+    def undo(self, journal: list[_Move]) -> None:
         """Remove every pod the journal placed (bins opened for it are dropped)."""
         for m in reversed(journal):
             neg = [-x for x in m.devs] if m.devs is not None else None
-            self._record(m.b, c, -m.k, neg, m.zone)
+            self._record(m.b, m.c, -m.k, neg, m.zone)
             m.b.dead = False
+            b = m.b
+            if b.charged is not m.charged:
+                if b.charged is not None:
+                    self._charge(b.charged, -1)
+                if m.charged is not None:
+                    self._charge(m.charged, 1)
+                b.charged = m.charged
         dropped = {id(m.b) for m in journal if m.opened and m.b.npods == 0}
         if dropped:
-            for b in self.s.bins:
-                if id(b) in dropped and b.charged is not None:
-                    self._charge(b.charged, -1)
-            self.s.bins = [b for b in self.s.bins if id(b) not in dropped]
+            removed = _drop(self.s.bins, dropped)
+            removed += sum(_drop(lst, dropped) for lst in self.s.by_zone.values())
+            if removed != 2 * len(dropped):  # not at the tails: filter everything
+                self.s.bins = [b for b in self.s.bins if id(b) not in dropped]
+                for lst in self.s.by_zone.values():
+                    lst[:] = [b for b in lst if id(b) not in dropped]
         journal.clear()
 
     # ---- new bins ------------------------------------------------------------------------
@@ -527,7 +564,9 @@ class _Packer:
                 b.pin = by_cpu[0].zone
             f = self.fit(b, c, domain, limit)
             if f is not None:
+                b.seq = len(self.s.bins)
                 self.s.bins.append(b)
+                self.s.by_zone[b.pin].append(b)
                 self.commit(b, c, f, journal, opened=True)
                 return f.k
         return 0
@@ -537,14 +576,24 @@ class _Packer:
         """Place up to ``n`` pods of ``c`` in ``domain``: existing, open, then new bins."""
         placed = 0
         bins = self.s.bins
-        opened = bins[self.n_existing :]
+        zone = domain[1]
+        if zone is None:
+            opened = bins[self.n_existing :]
+        else:
+            by_zone = self.s.by_zone
+            opened = by_zone[zone] + by_zone[None] if by_zone[None] else list(by_zone[zone])
+            if by_zone[None] and not self.karpenter:
+                opened.sort(key=lambda b: b.seq)
         if self.karpenter:
             opened = sorted(opened, key=lambda b: b.npods)
-        zone = domain[1]
+        dem = [(r, v) for r, v in c.demand.items() if v > 0]
         for b in bins[: self.n_existing] + opened:
             if placed >= n:
                 break
             if b.dead or (zone is not None and b.pin is not None and b.pin != zone):
+                continue
+            mc, used = b.maxcap, b.used
+            if mc is not None and any(v > mc.get(r, 0) - used[r] for r, v in dem):
                 continue
             f = self.fit(b, c, domain, n - placed)
             if f is not None:
@@ -557,12 +606,23 @@ class _Packer:
             placed += k
         return placed
 
-    def place_class(self, c: PodClass, domain: Domain, n: int) -> int:
-        """Place up to ``n`` pods of ``c`` and return how many were placed."""
+    def place_class(
+        self, c: PodClass, domain: Domain, n: int, log: list[_Move] | None = None
+    ) -> int:
+        """Place up to ``n`` pods of ``c`` and return how many were placed.
+
+        The moves are appended to ``log`` (when given) so that the caller can undo them.
+        """
+        journal: list[_Move] = []
+        placed = self._place_class(c, domain, n, journal)
+        if log is not None:
+            log.extend(journal)
+        return placed
+
+    def _place_class(self, c: PodClass, domain: Domain, n: int, journal: list[_Move]) -> int:
         if n <= 0:
             return 0
         rules = self.zone_rules(c)
-        journal: list[_Move] = []
         if not rules:
             return self.fill(c, domain, n, journal)
         zones = self._reachable_zones(c, domain)
@@ -578,8 +638,8 @@ class _Packer:
                     short = True
             if not short or self._zones_valid(rules):
                 return placed
-            self.undo(c, journal)
-        return self._place_one_by_one(c, rules, zones, domain, n)
+            self.undo(journal)
+        return self._place_one_by_one(c, rules, zones, domain, n, journal=journal)
 
     def _reachable_zones(self, c: PodClass, domain: Domain) -> list[str]:
         zs = {t.zone for t in self.eligible(c, domain)}
@@ -635,9 +695,15 @@ class _Packer:
         return True
 
     def _place_one_by_one(
-        self, c: PodClass, rules: list[TopologyConstraint], zones: list[str], domain: Domain, n: int
+        self,
+        c: PodClass,
+        rules: list[TopologyConstraint],
+        zones: list[str],
+        domain: Domain,
+        n: int,
+        *,
+        journal: list[_Move],
     ) -> int:
-        journal: list[_Move] = []
         placed = 0
         while placed < n:
             counts = self.s.zone_counts
@@ -664,7 +730,31 @@ def _by_cpu(types: list[BinType]) -> list[BinType]:
 
 def _done(best: int, limit: int, cpu: int, t: BinType, used_cpu: int) -> bool:
     """Return whether no candidate from ``t`` on (sorted by cpu) can beat ``best``."""
-    return best >= limit or (cpu > 0 and (t.capacity.get("cpu", 0) - used_cpu) // cpu <= best)
+    return (best > 0 and best >= limit) or (
+        cpu > 0 and (t.capacity.get("cpu", 0) - used_cpu) // cpu <= best
+    )
+
+
+def _drop(bins: list[_Bin], dropped: set[int]) -> int:
+    """Remove the ``dropped`` bins from the tail of ``bins``; return how many were removed.
+
+    Bins opened under a journal are the most recently opened ones, so they are at the tail.
+    """
+    n = len(bins)
+    while n and id(bins[n - 1]) in dropped:
+        n -= 1
+    removed = len(bins) - n
+    del bins[n:]
+    return removed
+
+
+def _maxcap(types: list[BinType]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in types:
+        for r, v in t.capacity.items():
+            if v > out.get(r, -1):
+                out[r] = v
+    return out
 
 
 def _by_price(types: list[BinType]) -> list[BinType]:
@@ -685,22 +775,31 @@ def _sort_key(c: PodClass) -> tuple[int, int, str]:
     return (-c.demand.get("cpu", 0), -c.demand.get("memory", 0), c.key)
 
 
-def _run(problem: Problem, *, karpenter: bool) -> _Packer:
+class GreedyTimeout(Exception):  # noqa: N818 - a signal, not an error
+    """The greedy planner passed its deadline (only with ``deadline=``)."""
+
+
+def _run(problem: Problem, *, karpenter: bool, deadline: float | None = None) -> _Packer:
     packer = _Packer(problem, karpenter=karpenter)
     gangs = {g.id: g for g in problem.gangs}
+    members: defaultdict[str, list[PodClass]] = defaultdict(list)
+    for c in problem.classes:
+        if c.gang is not None:
+            members[c.gang].append(c)
     done: set[str] = set()
     order = sorted(problem.classes, key=lambda c: (packer.needy(c), *_sort_key(c)))
     for c in order:
+        if deadline is not None and time.monotonic() > deadline:
+            raise GreedyTimeout
         if c.gang is None:
             packer.place_class(c, (None, None), c.count)
         elif c.gang not in done:
             done.add(c.gang)
-            _place_gang(packer, gangs[c.gang])
+            _place_gang(packer, gangs[c.gang], members[c.gang])
     return packer
 
 
-def _gang_domains(packer: _Packer, g: Gang) -> list[Domain]:
-    classes = list(packer.p.classes_of_gang(g.id))
+def _gang_domains(packer: _Packer, g: Gang, classes: list[PodClass]) -> list[Domain]:
     if not (g.same_pool or g.same_zone):
         return [(None, None)]
     allowed = set().union(*(c.allowed_bin_types for c in classes))
@@ -716,26 +815,37 @@ def _gang_domains(packer: _Packer, g: Gang) -> list[Domain]:
     return sorted(doms, key=lambda d: (-weights.get(d[0] or "", 0), d[0] or "", d[1] or ""))
 
 
-def _place_gang(packer: _Packer, g: Gang) -> None:
-    classes = sorted(packer.p.classes_of_gang(g.id), key=lambda c: (packer.needy(c), *_sort_key(c)))
-    best: tuple[int, _State] | None = None
-    start = packer.s.clone()
-    for domain in _gang_domains(packer, g):
-        packer.s = start.clone()
-        placed = sum(packer.place_class(c, domain, c.count) for c in classes)
+def _place_gang(packer: _Packer, g: Gang, classes: list[PodClass]) -> None:
+    """Place the gang in its cheapest domain (Karpenter: the first that fits), or not at all.
+
+    Each domain is tried by placing the members with a journal and undoing them; the cost of a
+    domain is the change of the launch price of the bins it touched.
+    """
+    classes = sorted(classes, key=lambda c: (packer.needy(c), *_sort_key(c)))
+    best: tuple[int, int] | None = None
+    domains = _gang_domains(packer, g, classes)
+    for i, domain in enumerate(domains):
+        journal: list[_Move] = []
+        placed = sum(packer.place_class(c, domain, c.count, journal) for c in classes)
+        if placed >= g.min_count and packer.karpenter:
+            return
+        touched = list({id(m.b): m.b for m in journal}.values())
+        after = _bins_cost(packer, touched) if placed >= g.min_count else 0
+        packer.undo(journal)
         if placed < g.min_count:
             continue
-        spent = _state_cost(packer)
+        spent = after - _bins_cost(packer, [b for b in touched if b.npods])
         if best is None or spent < best[0]:
-            best = (spent, packer.s)
-        if packer.karpenter:
-            break
-    packer.s = best[1] if best is not None else start
+            best = (spent, i)
+    if best is not None:
+        domain = domains[best[1]]
+        for c in classes:
+            packer.place_class(c, domain, c.count)
 
 
-def _state_cost(packer: _Packer) -> int:
+def _bins_cost(packer: _Packer, bins: list[_Bin]) -> int:
     total = 0
-    for b in packer.s.bins:
+    for b in bins:
         t = packer.launch(b)
         if t is not None and b.npods:
             total += t.price_micros
@@ -831,16 +941,16 @@ def downsize(problem: Problem, solution: Solution) -> Solution:
         usage[t.pool].update(t.usage_for_limits())
     limits = {lim.pool: lim.remaining for lim in problem.limits}
     out: list[NewBin] = []
+    by_domain: defaultdict[tuple[str, str], list[BinType]] = defaultdict(list)
+    for t in sorted(problem.bin_types, key=lambda t: (t.price_micros, t.id)):
+        by_domain[t.pool, t.zone].append(t)
     for b in solution.new_bins:
         cur = types[b.bin_type]
-        for t in sorted(problem.bin_types, key=lambda t: (t.price_micros, t.id)):
+        for t in by_domain[cur.pool, cur.zone]:
             if t.price_micros >= cur.price_micros:
                 break
-            ok = t.pool == cur.pool and t.zone == cur.zone
-            if (
-                ok
-                and _holds(problem, classes, t, b.placement)
-                and _swap_ok(cur, t, type_count, usage, limits)
+            if _holds(problem, classes, t, b.placement) and _swap_ok(
+                cur, t, type_count, usage, limits
             ):
                 type_count[cur.id] -= 1
                 type_count[t.id] += 1
@@ -889,23 +999,35 @@ def _holds(
     return all(v <= t.capacity.get(r, 0) for r, v in used.items())
 
 
-def _greedy(problem: Problem, *, karpenter: bool, post: Callable[[Solution], Solution]) -> Solution:
+def _greedy(
+    problem: Problem,
+    *,
+    karpenter: bool,
+    post: Callable[[Solution], Solution],
+    deadline: float | None,
+) -> Solution:
     problem.validate_structure()
-    packer = _run(apply_pool_weights(problem), karpenter=karpenter)
+    packer = _run(apply_pool_weights(problem), karpenter=karpenter, deadline=deadline)
     return post(_to_solution(packer, Status.GREEDY))
 
 
-def karpenter_ffd(problem: Problem) -> Solution:
+def karpenter_ffd(problem: Problem, *, deadline: float | None = None) -> Solution:
     """Plan like Karpenter: first-fit-decreasing with flexible offerings per new bin.
 
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
+
+    Raises:
+        GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
-    return _greedy(problem, karpenter=True, post=lambda s: s)
+    return _greedy(problem, karpenter=True, post=lambda s: s, deadline=deadline)
 
 
-def cost_aware_ffd(problem: Problem) -> Solution:
+def cost_aware_ffd(problem: Problem, *, deadline: float | None = None) -> Solution:
     """Plan first-fit-decreasing, opening by price per copy and downsizing at the end.
 
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
+
+    Raises:
+        GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
-    return _greedy(problem, karpenter=False, post=lambda s: downsize(problem, s))
+    return _greedy(problem, karpenter=False, post=lambda s: downsize(problem, s), deadline=deadline)

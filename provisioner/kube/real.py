@@ -42,6 +42,9 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+CONNECTION_POOL_SIZE: Final = 64
+
+
 def load_config(kubeconfig: str | None = None) -> k8s_client.ApiClient:
     """Build an `ApiClient` from a kubeconfig file, or in-cluster config.
 
@@ -59,6 +62,8 @@ def load_config(kubeconfig: str | None = None) -> k8s_client.ApiClient:
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=kubeconfig, client_configuration=configuration
         )
+    # one connection per open watch (about fifteen informers) plus workers and the Lease
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     return k8s_client.ApiClient(configuration)
 
 

@@ -1,0 +1,46 @@
+import pytest
+
+from solver.bounds import fluid_bound
+from solver.config import SolverConfig
+from solver.cpsat import budget_seconds, solve
+from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
+from solver.problem import AntiAffinity, Problem, TopologyKey
+from solver.validate import violations
+from tests.unit.solver.builders import TEST_CONFIG, bt, pc
+from tests.unit.solver.synthetic import diverse
+
+
+def test_greedy_stops_at_its_deadline():
+    p = diverse(60)
+    with pytest.raises(GreedyTimeout):
+        cost_aware_ffd(p, deadline=0.0)
+    assert violations(p, karpenter_ffd(p, deadline=None)) == []
+
+
+def test_adaptive_budget_grows_with_pods_and_respects_the_limit():
+    small, large = diverse(60), diverse(600)
+    config = SolverConfig(time_limit_seconds=5)
+    assert budget_seconds(small, config) < budget_seconds(large, config) <= 5
+    assert budget_seconds(large, TEST_CONFIG) == TEST_CONFIG.time_limit_seconds
+    off = SolverConfig(time_limit_seconds=5, adaptive_budget=False)
+    assert budget_seconds(large, off) == 5
+
+
+def test_fluid_bound_counts_hostname_anti_affinity_bins():
+    # four pods that each need their own bin: at least four of the cheapest bins
+    p = Problem(
+        (bt("s", 2000, 4096, 100), bt("l", 8000, 16384, 400)),
+        (pc("a", 4, 100, 128, ["s", "l"], topology=frozenset({"h"})),),
+        topology=(AntiAffinity("h", TopologyKey.HOSTNAME),),
+    )
+    assert fluid_bound(p, {"a": 4}) == 400
+    s = solve(p, TEST_CONFIG)
+    assert s.cost_micros == 400
+    assert s.lower_bound_micros == 400
+
+
+def test_relaxed_fluid_bound_is_valid_on_a_large_catalog():
+    p = diverse(300)
+    g = karpenter_ffd(p)
+    bound = fluid_bound(p, g.new_counts())
+    assert 0 < bound <= g.cost_micros
