@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
 
 from solver.bounds import farley_bound, fast_knapsack_upper, hostname_caps
 from solver.problem import (
@@ -188,7 +189,51 @@ def price_patterns(
             f.add(c, demand[c.key])
         if f.counts:
             out.append(f.pattern())
+    exact = [c for c in classes if c.key not in needs]
+    if exact and len(exact) <= _EXACT_MAX and not any(c.gpu_fraction_milli for c in exact):
+        p = exact_pattern(problem, t, exact, duals, demand)
+        if p is not None:
+            out.append(p)
     return out
+
+
+_EXACT_MAX = 60
+"""Price offerings exactly (a small CP-SAT knapsack) when at most this many classes fit."""
+
+
+def exact_pattern(
+    problem: Problem,
+    t: BinType,
+    classes: list[PodClass],
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+) -> Pattern | None:
+    """Return the most valuable pattern of ``t`` over ``classes`` (CP-SAT, deterministic).
+
+    The classes must be non-fractional and need no co-location target; the model holds every
+    resource of ``t``, the hostname caps and ``demand``. A short deterministic budget keeps it
+    reproducible; the best pattern found is returned even when not proven optimal.
+    """
+    m = cp_model.CpModel()
+    top = max(duals[c.key] for c in classes)
+    a = {c.key: m.new_int_var(0, demand[c.key], "") for c in classes}
+    for r in sorted({r for c in classes for r in c.demand}):
+        terms = [c.demand[r] * a[c.key] for c in classes if c.demand.get(r, 0) > 0]
+        if terms:
+            m.add(sum(terms) <= t.capacity.get(r, 0))
+    for gid, cap in hostname_caps(problem).items():
+        group = [a[c.key] for c in classes if gid in c.topology]
+        if group:
+            m.add(sum(group) <= cap)
+    m.maximize(sum(round(duals[c.key] / top * 1e6) * a[c.key] for c in classes))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_deterministic_time = 0.05
+    if solver.solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    counts = tuple(sorted((k, solver.value(v)) for k, v in a.items() if solver.value(v) > 0))
+    return Pattern(t.id, counts) if counts else None
 
 
 def _size2(t: BinType, c: PodClass) -> float:

@@ -539,7 +539,6 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             filtered,
             patterns=cg.patterns,
             greedy=greedy,
-            seeds=seeds,
             config=config,
             deadline=soft,
             log=log,
@@ -579,7 +578,6 @@ def _run_master(
     *,
     patterns: list[Pattern],
     greedy: Solution,
-    seeds: list[Pattern],
     config: SolverConfig,
     deadline: float,
     log: Callable[[str], None],
@@ -588,7 +586,7 @@ def _run_master(
     floors = greedy.placed_counts()
     master = _Master(problem, patterns, floors)
     master.set_objective(2 * len(greedy.new_bins) + 10)
-    master.hint(greedy, seeds)
+    master.hint(greedy, patterns_from_solution(greedy))  # the chosen plan only
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.num_workers = config.num_workers

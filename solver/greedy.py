@@ -92,6 +92,10 @@ class _Bin:
     npods: int = 0
     top_dev: int = -1
     dead: bool = False
+    exh: int = 0
+    wide: bool = False
+    """Cost-aware bin whose candidates were widened to every offering of its pool and zone."""
+    """Bit mask of needs (``_Packer.need_mask``) no pod of any class can have met on the bin."""
     cands: list[BinType] | None = None
     """Cache: a superset of the valid offerings in ``by_cpu`` order (None: all of ``by_cpu``).
 
@@ -198,7 +202,55 @@ class _Packer:
             r: min((d.get(r, 0) for d in small), default=0) for r in ("cpu", "memory", "pods")
         }
         self._eligible: dict[tuple[object, ...], list[BinType]] = {}
+        live = [c for c in problem.classes if c.count > 0]
+        res = sorted({r for c in live for r, v in c.demand.items() if v > 0})
+        self._bit = {r: 1 << i for i, r in enumerate(res)}
+        self._min_need = {r: min(c.demand.get(r, 0) or _INF for c in live) for r in res}
+        self._frac_bit = 1 << len(res)
+        self._min_frac = min((c.gpu_fraction_milli or _INF for c in live), default=_INF)
+        self._masks: dict[str, int] = {}
+        self._fullcap: dict[int, dict[str, int]] = {}
+        self._wide: dict[tuple[str, str | None], tuple[list[BinType], list[BinType]]] = {}
         self._options: dict[tuple[object, ...], list[tuple[list[BinType], list[BinType]]]] = {}
+
+    # ---- exhausted bins -----------------------------------------------------------------
+    def need_mask(self, c: PodClass) -> int:
+        """Return the bits of the needs of one pod of ``c`` (resources, a GPU fraction)."""
+        m = self._masks.get(c.key)
+        if m is None:
+            m = sum(bit for r, bit in self._bit.items() if c.demand.get(r, 0) > 0)
+            if c.gpu_fraction_milli:
+                m |= self._frac_bit
+            self._masks[c.key] = m
+        return m
+
+    def _exhausted(self, b: _Bin) -> int:
+        """Return the needs that no pod of any class can meet on ``b`` any more.
+
+        Conservative: capacity is the largest over the bin's offerings, and a need is only
+        marked when even the smallest demand of any class for it does not fit.
+        """
+        if b.existing is not None:
+            big: Mapping[str, int] = b.existing.remaining
+        else:
+            big = self._fullcap.get(id(b.by_cpu)) or self._fullcap.setdefault(
+                id(b.by_cpu), _maxcap(b.by_cpu)
+            )
+        fresh = b_fresh(b)
+        used, gpu = b.used, self.gpu
+        m = 0
+        for r, bit in self._bit.items():
+            if big.get(r, 0) - used[r] - (fresh if r == gpu else 0) < self._min_need[r]:
+                m |= bit
+        if self._min_frac < _INF:
+            whole = big.get(gpu, 0) - used[gpu] - fresh >= 1
+            frac = self._min_frac
+            if not any(
+                f - u >= frac and (whole or u > 0 or f < GPU_MILLI)
+                for f, u in zip(b.free, b.dev_use, strict=False)
+            ):
+                m |= self._frac_bit
+        return m
 
     # ---- rules --------------------------------------------------------------------------
     def needy(self, c: PodClass) -> bool:
@@ -331,6 +383,32 @@ class _Packer:
             return None
         return self._fit_new(b, c, zone or b.pin, limit)
 
+    def _widen(self, b: _Bin) -> None:
+        """Let a cost-aware bin grow to any offering of its pool and zone (for carriers).
+
+        A carrier that is not its own target cannot open bins: it only joins bins hosting a
+        target, so those bins may switch to a larger offering (the cheapest valid one is
+        launched, as for Karpenter-style bins).
+        """
+        key = (b.pool(), b.pin)
+        lists = self._wide.get(key)
+        if lists is None:
+            types = [
+                t
+                for t in self.p.bin_types
+                if t.pool == key[0] and (key[1] is None or t.zone == key[1])
+            ]
+            lists = self._wide[key] = (_by_cpu(types), _by_price(types))
+        b.by_cpu, b.by_price = lists
+        b.cands = b.maxcap = None
+        b.wide = True
+        extra = max(t.gpus for t in lists[0]) - len(b.free)
+        if extra > 0:
+            b.free.extend([GPU_MILLI] * extra)
+            b.dev_use.extend([0] * extra)
+            for per in b.dev_counts.values():
+                per.extend([0] * extra)
+
     def valid(
         self,
         b: _Bin,
@@ -452,6 +530,7 @@ class _Packer:
         journal.append(_Move(b, c, f.k, f.devs, f.zone, opened, before))
         big = b.existing.remaining if b.existing is not None else b.by_cpu[0].capacity
         b.dead = any(big.get(r, 0) - b.used[r] < v for r, v in self.smallest.items() if v > 0)
+        b.exh = self._exhausted(b)
 
     def _charge(self, t: BinType, sign: int) -> None:
         self.s.type_count[t.id] += sign
@@ -489,6 +568,7 @@ class _Packer:
             neg = [-x for x in m.devs] if m.devs is not None else None
             self._record(m.b, m.c, -m.k, neg, m.zone)
             m.b.dead = False
+            m.b.exh = 0
             b = m.b
             if b.charged is not m.charged:
                 if b.charged is not None:
@@ -587,10 +667,15 @@ class _Packer:
         if self.karpenter:
             opened = sorted(opened, key=lambda b: b.npods)
         dem = [(r, v) for r, v in c.demand.items() if v > 0]
+        need = self.need_mask(c)
+        widen = not self.karpenter and self.needy(c)
         for b in bins[: self.n_existing] + opened:
             if placed >= n:
                 break
-            if b.dead or (zone is not None and b.pin is not None and b.pin != zone):
+            if widen and b.existing is None and not b.wide and self.host_room(b, c) > 0:
+                self._widen(b)
+                b.exh, b.dead = self._exhausted(b), False
+            if b.dead or b.exh & need or (zone is not None and b.pin is not None and b.pin != zone):
                 continue
             mc, used = b.maxcap, b.used
             if mc is not None and any(v > mc.get(r, 0) - used[r] for r, v in dem):

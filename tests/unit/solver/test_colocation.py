@@ -107,3 +107,19 @@ def test_unknown_carrier_rejected():
     p = Problem(TYPES, (), topology=(CoLocation("co", TopologyKey.ZONE, frozenset({"x"})),))
     with pytest.raises(ProblemError, match="carriers unknown"):
         p.validate_structure()
+
+
+def test_cost_aware_grows_a_target_bin_for_its_carriers():
+    # the target alone fits the small offering exactly; its carrier needs the larger one
+    types = (bt("s", 1000, 2048, 100), bt("l", 4000, 8192, 300))
+    classes = (
+        pc("web", 1, 1000, 1024, ["s", "l"], topology=frozenset({"co"})),
+        pc("db", 2, 500, 512, ["s", "l"]),
+    )
+    p = Problem(
+        types, classes, topology=(CoLocation("co", TopologyKey.HOSTNAME, frozenset({"db"})),)
+    )
+    s = cost_aware_ffd(p)
+    assert violations(p, s) == []
+    assert s.placed_counts() == {"web": 1, "db": 2}
+    assert [b.bin_type for b in s.new_bins] == ["l"]
