@@ -32,6 +32,9 @@ from solver.problem import GPU_MILLI, Solution, Status, UnplacedReason
 
 __all__ = ["MAX_INSTANCE_TYPES", "PlannerConfig", "plan"]
 
+PRICE_ROUNDING: Final = 1e-6
+"""The solver sees prices in micro-dollars per hour."""
+
 MAX_INSTANCE_TYPES: Final = 600
 """Karpenter's cap on the instance types of one NodeClaim (``MaxInstanceTypes``)."""
 
@@ -147,13 +150,18 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
             for pod in rest
         )
     lower_bound = solution.lower_bound_micros / 1_000_000
+    cost = sum(claim.price_per_hour for claim in claims)
+    status = str(solution.status)
+    # prices reach the solver rounded to micro-dollars: equal up to that rounding is proven
+    if claims and cost - lower_bound <= PRICE_ROUNDING * len(claims):
+        status = str(Status.OPTIMAL)
     return Plan(
         node_claims=tuple(claims),
         existing_nodes=tuple(e for e in existing if e.pods),
         unschedulable=tuple(sorted(unschedulable, key=lambda u: u.pod)),
         ignored=tuple(IgnoredPod(pod, reason) for pod, reason in sorted(build.ignored)),
         lower_bound_per_hour=lower_bound,
-        solver=SolverReport(str(solution.status), seconds),
+        solver=SolverReport(status, seconds),
     )
 
 
