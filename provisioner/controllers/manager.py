@@ -24,7 +24,10 @@ from structlog.typing import FilteringBoundLogger
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis.core import Pod
 from provisioner.apis.labels import LABEL_NODEPOOL
+from provisioner.controllers.disruption.config import DisruptionConfig
+from provisioner.controllers.disruption.controllers import DisruptionControllers
 from provisioner.controllers.events import EventRecorder
+from provisioner.controllers.interruption import InterruptionSource
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.node.termination import TerminationController
 from provisioner.controllers.nodeclaim.garbagecollection import (
@@ -121,6 +124,10 @@ class Manager:
         metrics: the metrics (on an injected registry).
         planner: overrides the planner settings derived from ``settings``.
         gc_interval: how often garbage collection runs.
+        disruption: disruption settings; by default derived from ``settings`` (its
+            non-preemptible PriorityClasses and feature gates, when it has them).
+        interruption: the cloud's interruption messages (AWS: the SQS consumer); without it the
+            ``interruption`` reconciler is not registered.
     """
 
     def __init__(
@@ -134,6 +141,8 @@ class Manager:
         metrics: Metrics,
         planner: PlannerConfig | None = None,
         gc_interval: timedelta = GC_INTERVAL,
+        disruption: DisruptionConfig | None = None,
+        interruption: InterruptionSource | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
@@ -141,15 +150,15 @@ class Manager:
         self.state = ClusterState(clock=clock)
         self.events = EventRecorder(kube=kube, clock=clock)
         policy: Policy = "greedy" if settings.policy == "greedy" else "jointer"
+        planner = planner or PlannerConfig(
+            policy=policy, time_limit_seconds=settings.solver_budget().total_seconds()
+        )
         self.provisioner = ProvisioningController(
             state=self.state,
             cloud=cloud,
             events=self.events,
             batcher=Batcher(idle=settings.batch_idle(), max=settings.batch_max()),
-            planner=planner
-            or PlannerConfig(
-                policy=policy, time_limit_seconds=settings.solver_budget().total_seconds()
-            ),
+            planner=planner,
             region=settings.aws_region,
             nomination_window=max(2 * settings.batch_max(), timedelta(seconds=10)),
             kube=kube,
@@ -166,8 +175,29 @@ class Manager:
             logger=logger,
             metrics=metrics,
         )
+        self.disruption = DisruptionControllers(
+            state=self.state,
+            kube=kube,
+            cloud=cloud,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
+            events=self.events,
+            planner=planner,
+            config=disruption or DisruptionConfig.from_settings(settings),
+            region=settings.aws_region,
+            interruption=interruption,
+        )
         self.termination = TerminationController(
-            state=self.state, cloud=cloud, kube=kube, clock=clock, logger=logger, metrics=metrics
+            state=self.state,
+            cloud=cloud,
+            kube=kube,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
+            events=self.events,
+            disruption_metrics=self.disruption.metrics,
+            config=self.disruption.config,
         )
         self.nodepools = NodePoolController(
             state=self.state,
@@ -246,6 +276,10 @@ class Manager:
                 m.pools,
             ),
             Registration(self.garbage_collection, (), m.singleton),
+            *(
+                Registration(w.reconciler, tuple(Watch(r, f) for r, f in w.watches), w.initial)
+                for w in self.disruption.wirings()
+            ),
         )
 
 

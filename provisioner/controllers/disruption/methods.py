@@ -1,0 +1,144 @@
+"""The disruption method protocol and what every method is handed.
+
+Karpenter's ``Method``: each method says which candidates it wants (``should_disrupt``) and
+turns them into at most one :class:`~provisioner.controllers.disruption.command.Command` within
+the budgets it is given. Methods run in Karpenter's order (emptiness, drift, multi-node then
+single-node consolidation); the first command wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+from provisioner.apis.nodepool import NodePool
+from provisioner.controllers.disruption import events as ev
+from provisioner.controllers.disruption.candidates import Candidate, eviction_cost, gang_pods
+from provisioner.controllers.disruption.config import DisruptionConfig
+from provisioner.controllers.disruption.facts import ClusterFacts, is_reschedulable
+from provisioner.controllers.disruption.metrics import DisruptionMetrics
+from provisioner.controllers.disruption.rescheduling import PoolCatalog, Simulation, simulate
+from provisioner.controllers.events import Event
+from provisioner.controllers.provisioning.planner import PlannerConfig
+
+__all__ = ["Method", "MethodContext", "within_budgets"]
+
+
+@dataclass(slots=True, kw_only=True)
+class MethodContext:
+    """Everything a method reads and the ports it reports through.
+
+    Attributes:
+        facts: the cluster.
+        catalog: the NodePools and their instance types.
+        config: disruption settings.
+        planner: the planner settings for rescheduling simulations.
+        leaving: NodeClaims already going away (deleting or in a running command).
+        publish: the event recorder's ``publish``.
+        log: the ``disruption`` logger.
+        metrics: disruption metrics.
+        now: the time of this pass.
+        monotonic: seconds on a monotonic clock (the methods' timeouts).
+        simulations: how many simulations this pass ran.
+    """
+
+    facts: ClusterFacts
+    catalog: PoolCatalog
+    config: DisruptionConfig
+    planner: PlannerConfig
+    leaving: Collection[str]
+    publish: Callable[[Event], object]
+    log: FilteringBoundLogger
+    metrics: DisruptionMetrics
+    now: datetime
+    monotonic: Callable[[], float] = lambda: 0.0
+    simulations: int = 0
+    _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def simulate(self, candidates: Sequence[Candidate]) -> Simulation:
+        """Move the candidates' pods (and their gangs' other members) elsewhere, on paper."""
+        self.simulations += 1
+        return simulate(
+            self.facts,
+            self.catalog,
+            [c.state for c in candidates],
+            planner=self.planner,
+            leaving=self.leaving,
+            moving=gang_pods(candidates, self.facts),
+        )
+
+    def pool_totals(self, pool: str) -> tuple[float, float]:
+        """The pool's hourly cost and disruption cost (Balanced consolidation's denominators)."""
+        if pool not in self._pool_totals:
+            cost = disruption = 0.0
+            for state in self.facts.nodes.values():
+                if state.pool != pool or not state.initialized or state.deleting:
+                    continue
+                labels = state.labels
+                price = self.catalog.price(
+                    pool,
+                    labels.get("node.kubernetes.io/instance-type", ""),
+                    labels.get("topology.kubernetes.io/zone", ""),
+                    labels.get("karpenter.sh/capacity-type", ""),
+                )
+                cost += price or 0.0
+                disruption += 1.0 + sum(
+                    max(0.0, eviction_cost(p)) for p in state.pods if is_reschedulable(p)
+                )
+            self._pool_totals[pool] = (cost, disruption)
+        return self._pool_totals[pool]
+
+
+class Method(Protocol):
+    """A disruption method."""
+
+    @property
+    def reason(self) -> str:
+        """``Empty``, ``Drifted`` or ``Underutilized``: the budget reason and condition reason."""
+        ...
+
+    @property
+    def consolidation_type(self) -> str:
+        """``empty``, ``single``, ``multi`` or ``""`` (the metric label)."""
+        ...
+
+    def should_disrupt(self, candidate: Candidate) -> bool:
+        """Whether the method wants this candidate."""
+        ...
+
+    def compute(
+        self, context: MethodContext, budgets: Mapping[str, int], candidates: Sequence[Candidate]
+    ) -> object:
+        """At most one command (a ``Command``) for the wanted candidates, or None."""
+        ...
+
+
+def within_budgets(
+    context: MethodContext,
+    candidates: Sequence[Candidate],
+    budgets: Mapping[str, int],
+    reason: str,
+    pools: Mapping[str, NodePool],
+) -> list[Candidate]:
+    """The candidates, in order, that the pools' budgets let go at once.
+
+    A pool whose budget blocks a wanted candidate gets ``DisruptionBlocked``.
+    """
+    used: dict[str, int] = {}
+    kept: list[Candidate] = []
+    blocked: set[str] = set()
+    for candidate in candidates:
+        pool = candidate.pool
+        if used.get(pool, 0) < budgets.get(pool, 0):
+            used[pool] = used.get(pool, 0) + 1
+            kept.append(candidate)
+        elif budgets.get(pool, 0) == 0 and pool not in blocked:
+            blocked.add(pool)
+            nodepool = pools.get(pool)
+            if nodepool is not None:
+                context.publish(ev.nodepool_blocked(nodepool, reason))
+    return kept

@@ -1,0 +1,326 @@
+"""Where would the pods go? The scheduling simulation behind every disruption decision.
+
+Karpenter's ``SimulateScheduling``: plan the pods of the nodes being removed against the cluster
+*without* those nodes, with the same planner the provisioner uses
+(:func:`~provisioner.controllers.provisioning.planner.plan` over
+:func:`~provisioner.controllers.provisioning.controller.build_view`):
+
+1. The removed nodes, and the nodes already leaving (deleting, or part of a running command), are
+   taken out of the view; their reschedulable pods become pending. Pending pods of the cluster
+   stay pending, nominated pods stay on their NodeClaims.
+2. Pods that must move together with them (the other members of a gang) become pending too.
+3. Nodes that are not initialized yet (and in-flight NodeClaims) are fenced off for pending pods:
+   Karpenter never consolidates onto capacity that is not ready (``would schedule against
+   uninitialized nodeclaim``).
+4. The result says which new NodeClaims the displaced pods need; a displaced pod that cannot be
+   placed makes the move impossible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from structlog.typing import FilteringBoundLogger
+
+from cloudprovider.errors import CloudProviderError
+from cloudprovider.instancetype import InstanceType
+from cloudprovider.protocol import CloudProvider, NodeClassRef, NodePoolRef
+from provisioner.apis import labels as wk
+from provisioner.apis.core import Pod, Taint
+from provisioner.apis.nodepool import NodePool
+from provisioner.controllers.disruption.facts import ClusterFacts, StateNode, is_reschedulable
+from provisioner.controllers.provisioning.cluster import ClusterView
+from provisioner.controllers.provisioning.controller import (
+    SYNTHETIC_PREFIX,
+    build_view,
+    nodeclaim_body,
+    ready_nodepools,
+)
+from provisioner.controllers.provisioning.offerings import PoolTemplate, pool_template
+from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
+from provisioner.controllers.provisioning.planner import PlannerConfig, plan
+from provisioner.controllers.provisioning.podfacts import PodError
+from provisioner.kube.protocol import JsonObject
+
+__all__ = [
+    "CatalogCache",
+    "PoolCatalog",
+    "Simulation",
+    "load_catalog",
+    "replacement_body",
+    "simulate",
+]
+
+_FENCE: Final = Taint(key=wk.TAINT_DISRUPTED, value="", effect=wk.TAINT_EFFECT_NO_SCHEDULE)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCatalog:
+    """The NodePools with their instance types, loaded once per disruption pass.
+
+    Attributes:
+        pools: every valid, dynamic NodePool with its planning template.
+        ready: the names of the pools replacements may be launched in.
+        region: the region label value for templates.
+    """
+
+    pools: Mapping[str, tuple[NodePool, PoolTemplate]]
+    ready: frozenset[str]
+    region: str = ""
+
+    def templates(self) -> list[PoolTemplate]:
+        """Templates of the ready pools (what the planner may buy)."""
+        return [template for name, (_, template) in self.pools.items() if name in self.ready]
+
+    def instance_type(self, pool: str, name: str) -> InstanceType | None:
+        """The instance type ``name`` of ``pool``."""
+        entry = self.pools.get(pool)
+        if entry is None:
+            return None
+        return next((t for t in entry[1].instance_types if t.name == name), None)
+
+    def price(self, pool: str, name: str, zone: str, capacity_type: str) -> float | None:
+        """The hourly price of one offering (available or not), None when unknown."""
+        instance_type = self.instance_type(pool, name)
+        if instance_type is None:
+            return None
+        return next(
+            (
+                o.price
+                for o in instance_type.offerings
+                if o.zone == zone and o.capacity_type == capacity_type
+            ),
+            None,
+        )
+
+
+def load_catalog(
+    facts: ClusterFacts, cloud: CloudProvider, *, region: str, log: FilteringBoundLogger
+) -> PoolCatalog:
+    """Resolve every NodePool's instance types once (failures leave the pool out)."""
+    ready = {p.name for p in ready_nodepools(facts.snapshot)}
+    pools: dict[str, tuple[NodePool, PoolTemplate]] = {}
+    for name, nodepool in sorted(facts.pools.items()):
+        if nodepool.is_static:
+            continue
+        ref = nodepool.node_class_ref
+        problem: str | None = None
+        try:
+            types = cloud.get_instance_types(
+                NodePoolRef(
+                    name=name,
+                    node_class=NodeClassRef(name=ref.name, kind=ref.kind, group=ref.group),
+                )
+            )
+        except CloudProviderError as error:
+            problem = str(error)
+            types = []
+        if problem is not None:
+            log.error("resolving instance types", NodePool={"name": name}, error=problem)
+            ready.discard(name)
+            continue
+        pools[name] = (nodepool, pool_template(nodepool, types))
+    return PoolCatalog(pools=pools, ready=frozenset(ready & set(pools)), region=region)
+
+
+def _catalog_key(facts: ClusterFacts) -> tuple[object, ...]:
+    ready = {p.name for p in ready_nodepools(facts.snapshot)}
+    return tuple(
+        (name, entry.generation, entry.uid, entry.deleting, name in ready)
+        for name, entry in sorted(facts.snapshot.nodepools.items())
+    )
+
+
+class CatalogCache:
+    """Reuses the NodePools' instance types between disruption passes for ``ttl``.
+
+    Resolving instance types can be expensive (the AWS provider rebuilds offerings); a catalog
+    is reused while no NodePool changed (name, generation, readiness) and ``ttl`` has not passed,
+    so capacity changes (insufficient-capacity marks) are seen within ``ttl``.
+
+    Args:
+        cloud: the cloud provider.
+        region: the region label value for templates.
+        ttl: how long a catalog is reused.
+    """
+
+    def __init__(self, cloud: CloudProvider, *, region: str, ttl: timedelta) -> None:
+        self._cloud = cloud
+        self._region = region
+        self._ttl = ttl
+        self._cached: tuple[tuple[object, ...], datetime, PoolCatalog] | None = None
+
+    def invalidate(self) -> None:
+        """Forget the cached catalog (capacity changed: a launch failed)."""
+        self._cached = None
+
+    def get(self, facts: ClusterFacts, log: FilteringBoundLogger) -> PoolCatalog:
+        """The catalog for ``facts`` (loaded, or reused)."""
+        key = _catalog_key(facts)
+        cached = self._cached
+        if cached is not None and cached[0] == key and facts.now - cached[1] < self._ttl:
+            return cached[2]
+        catalog = load_catalog(facts, self._cloud, region=self._region, log=log)
+        self._cached = (key, facts.now, catalog)
+        return catalog
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Simulation:
+    """The outcome of moving pods off some nodes.
+
+    Attributes:
+        displaced: the pods that must move (keys), with their current objects.
+        new_claims: the new NodeClaims the displaced pods need (claims holding only other
+            pending pods are the provisioner's business and left out).
+        failure: why the pods cannot all move, or None.
+    """
+
+    displaced: Mapping[str, Pod]
+    new_claims: tuple[NodeClaimPlan, ...] = ()
+    failure: str | None = None
+    plan: Plan | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every displaced pod found a place."""
+        return self.failure is None
+
+
+def _as_pending(pod: Pod) -> Pod:
+    return pod.model_copy(
+        update={"spec": pod.spec.model_copy(update={"node_name": ""}), "status": None}
+    )
+
+
+def _fence(view: ClusterView, facts: ClusterFacts) -> ClusterView:
+    """Keep pending pods off capacity that is not initialized (in-flight or starting nodes)."""
+    initialized = {s.name for s in facts.nodes.values() if s.initialized and s.name}
+    managed = {s.name for s in facts.nodes.values() if s.name}
+    nodes = []
+    for node in view.nodes:
+        name = node.metadata.name
+        fenced = name.startswith(SYNTHETIC_PREFIX) or (name in managed and name not in initialized)
+        if fenced and not any(t.key == _FENCE.key for t in node.spec.taints):
+            spec = node.spec.model_copy(update={"taints": (*node.spec.taints, _FENCE)})
+            nodes.append(node.model_copy(update={"spec": spec}))
+        else:
+            nodes.append(node)
+    return dataclasses.replace(view, nodes=tuple(nodes))
+
+
+def simulate(
+    facts: ClusterFacts,
+    catalog: PoolCatalog,
+    removed: Sequence[StateNode],
+    *,
+    planner: PlannerConfig,
+    leaving: Collection[str] = (),
+    moving: Sequence[Pod] = (),
+) -> Simulation:
+    """Plan the pods of ``removed`` (and ``moving``) against the cluster without them.
+
+    Args:
+        facts: the cluster.
+        catalog: the NodePools and instance types.
+        removed: the nodes that go away.
+        planner: the planner settings.
+        leaving: NodeClaims already going away (their pods are pending, not required to fit).
+        moving: other pods that must move with them (gang members on nodes that stay).
+    """
+    snapshot = facts.snapshot
+    removed_claims = {s.claim.name for s in removed} | set(leaving)
+    removed_nodes = {
+        facts.nodes[c].name for c in removed_claims if c in facts.nodes and facts.nodes[c].name
+    }
+    required_nodes = {s.name for s in removed if s.name}
+    moving_keys = {p.key for p in moving}
+    displaced: dict[str, Pod] = {}
+    pods: dict[str, Pod] = {}
+    for key, pod in snapshot.pods.items():
+        node = pod.spec.node_name
+        if key in moving_keys or node in removed_nodes:
+            if key in moving_keys or is_reschedulable(pod):
+                pods[key] = _as_pending(pod)
+                if key in moving_keys or node in required_nodes:
+                    displaced[key] = pod
+            continue
+        pods[key] = pod
+    if not displaced:
+        return Simulation(displaced={})
+    sub = dataclasses.replace(
+        snapshot,
+        nodes={k: v for k, v in snapshot.nodes.items() if k not in removed_nodes},
+        node_claims={k: v for k, v in snapshot.node_claims.items() if k not in removed_claims},
+        pods=pods,
+    )
+    try:
+        view, _ = build_view(sub, catalog.templates(), region=catalog.region)
+        result = plan(_fence(view, facts), planner)
+    except PodError as error:
+        return Simulation(displaced=displaced, failure=str(error))
+    return _outcome(displaced, result, facts)
+
+
+def _outcome(displaced: Mapping[str, Pod], result: Plan, facts: ClusterFacts) -> Simulation:
+    problems = {u.pod: u.reason for u in result.unschedulable}
+    problems.update({i.pod: i.reason for i in result.ignored})
+    uninitialized = {s.name: s.claim.name for s in facts.nodes.values() if not s.initialized}
+    for placement in result.existing_nodes:
+        name = placement.name
+        claim = (
+            name.removeprefix(SYNTHETIC_PREFIX)
+            if name.startswith(SYNTHETIC_PREFIX)
+            else uninitialized.get(name)
+        )
+        if claim is not None and any(p in displaced for p in placement.pods):
+            return Simulation(
+                displaced=displaced,
+                failure=f"would schedule against uninitialized nodeclaim/{claim}",
+                plan=result,
+            )
+    for key in sorted(displaced):
+        if key in problems:
+            return Simulation(
+                displaced=displaced,
+                failure=f"pod {key} cannot be rescheduled: {problems[key]}",
+                plan=result,
+            )
+    new_claims = tuple(c for c in result.node_claims if any(p in displaced for p in c.pods))
+    return Simulation(displaced=displaced, new_claims=new_claims, plan=result)
+
+
+def replacement_body(
+    claim: NodeClaimPlan,
+    catalog: PoolCatalog,
+    pods: Sequence[Pod],
+    *,
+    instance_types: Sequence[str] | None = None,
+    capacity_types: Sequence[str] | None = None,
+) -> JsonObject:
+    """The NodeClaim to launch for a planned replacement (the provisioner's shape).
+
+    Args:
+        claim: the planned NodeClaim.
+        catalog: the NodePools.
+        pods: the pods it is for (zone pinning, capacity-type fallback).
+        instance_types: restrict the instance types (cheaper than what it replaces).
+        capacity_types: restrict the capacity types (consolidation forces one).
+
+    Raises:
+        ApiValidationError: the body does not validate.
+    """
+    nodepool, template = catalog.pools[claim.node_pool]
+    if instance_types is not None:
+        claim = dataclasses.replace(claim, instance_types=tuple(instance_types))
+    body = nodeclaim_body(claim, nodepool, template, pods)
+    if capacity_types is not None:
+        requirements: list[dict[str, Any]] = body["spec"]["requirements"]
+        for term in requirements:
+            if term["key"] == wk.LABEL_CAPACITY_TYPE:
+                term["values"] = list(capacity_types)
+    return body

@@ -1,0 +1,128 @@
+"""Spot interruption warnings: replace first, drain inside the two-minute window."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from cloudprovider.interruption import DisruptionAction, DisruptionKind, DisruptionRequest
+from provisioner.kube.resource import NODE_POOLS, NODES
+from tests.unit.controllers.disruption.world import FakeInterruptionSource, World, nodepool
+
+WINDOW = timedelta(minutes=2)
+
+
+def interrupt(world: World, source: FakeInterruptionSource, kind=DisruptionKind.SPOT_INTERRUPTED):
+    (claim,) = world.claims()
+    provider_id = claim["status"]["providerID"]
+    instance = world.cloud.created[provider_id]
+    # the AWS consumer marks the interrupted spot offering unavailable before handing it over
+    world.cloud.mark_unavailable("spot", instance.instance_type, instance.zone)
+    source.pending.append(
+        DisruptionRequest(
+            kind=kind,
+            action=DisruptionAction.CORDON_AND_DRAIN,
+            instance_id=instance.instance_id,
+            nodeclaim=claim["metadata"]["name"],
+            message_id="m-1",
+            event_time=world.clock.now(),
+        )
+    )
+    return claim, provider_id
+
+
+def test_replacement_is_ready_before_the_interrupted_node_is_gone():
+    source = FakeInterruptionSource()
+    world = World(interruption=source)
+    world.create(NODE_POOLS, nodepool(disruption={"consolidateAfter": "Never"}))
+    world.run(1)
+    world.deploy("web", 10)
+    world.run(120)
+    claim, provider_id = interrupt(world, source)
+    node_name = claim["status"]["nodeName"]
+    warned = world.clock.now()
+    gone: dict[str, datetime] = {}
+    ready_replacement: dict[str, bool] = {}
+
+    def watch(w: World) -> None:
+        nodes = {n["metadata"]["name"]: n for n in w.raw(NODES)}
+        if node_name in nodes or "at" in gone:
+            return
+        gone["at"] = w.clock.now()
+        ready_replacement["ok"] = any(
+            any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+            and "karpenter.sh/initialized" in n["metadata"].get("labels", {})
+            for name, n in nodes.items()
+        )
+
+    world.checks.append(watch)
+    world.run(3)
+    node = world.api.get(NODES, node_name)
+    assert any(t["key"] == "karpenter.sh/disrupted" for t in node["spec"]["taints"])
+    world.run(170)
+    assert gone["at"] - warned < WINDOW
+    assert ready_replacement["ok"]
+    assert provider_id not in world.cloud.created
+    assert not world.pending()
+    assert (
+        world.metric(
+            "karpenter_nodeclaims_disrupted_total",
+            reason="spot_interrupted",
+            nodepool="default",
+            capacity_type="spot",
+            consolidation_policy="",
+            termination_mode="forceful",
+        )
+        == 1
+    )
+    assert (
+        world.metric(
+            "karpenter_nodeclaims_created_total",
+            reason="spot_interrupted",
+            nodepool="default",
+            min_values_relaxed="false",
+        )
+        == 1
+    )
+    assert world.logs("initiating delete from interruption message")
+    warnings = world.events("SpotInterrupted")
+    assert {e["involvedObject"]["kind"] for e in warnings} == {"Node", "NodeClaim"}
+    assert warnings[0]["message"] == "Spot interruption warning was triggered"
+
+
+def test_without_capacity_the_node_is_still_drained_inside_the_window():
+    source = FakeInterruptionSource()
+    world = World(interruption=source)
+    world.create(NODE_POOLS, nodepool(disruption={"consolidateAfter": "Never"}))
+    world.run(1)
+    world.deploy("web", 10)
+    world.run(120)
+    claim, provider_id = interrupt(world, source)
+    world.cloud.mark_all_unavailable()
+    warned = world.clock.now()
+    world.run(119)
+    assert provider_id not in world.cloud.created
+    assert {e.key for e in world.kube.evictions}
+    assert all(e.at - warned < WINDOW for e in world.kube.evictions)
+    assert claim["metadata"]["name"] not in {c["metadata"]["name"] for c in world.claims()}
+
+
+def test_rebalance_recommendations_are_only_logged():
+    source = FakeInterruptionSource()
+    world = World(interruption=source)
+    world.create(NODE_POOLS, nodepool(disruption={"consolidateAfter": "Never"}))
+    world.run(1)
+    world.deploy("web", 4)
+    world.run(120)
+    (claim,) = world.claims()
+    source.pending.append(
+        DisruptionRequest(
+            kind=DisruptionKind.REBALANCE_RECOMMENDATION,
+            action=DisruptionAction.NO_ACTION,
+            instance_id="i-x",
+            nodeclaim=claim["metadata"]["name"],
+        )
+    )
+    world.run(300)
+    assert [c["metadata"]["name"] for c in world.claims()] == [claim["metadata"]["name"]]
+    assert world.logs("ignoring interruption message")
+    assert world.events("SpotRebalanceRecommendation")

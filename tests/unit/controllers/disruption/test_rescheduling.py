@@ -1,0 +1,75 @@
+"""The scheduling simulation behind disruption decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.controllers.disruption.facts import ClusterFacts
+from provisioner.controllers.disruption.rescheduling import simulate
+from provisioner.controllers.provisioning.planner import PlannerConfig
+from tests.unit.controllers.disruption.objects import (
+    catalog_of,
+    claim,
+    facts_of,
+    node,
+    pod,
+    running,
+)
+
+GREEDY = PlannerConfig(policy="greedy")
+
+
+def two_nodes(
+    *, b_initialized: bool = True, extra: list[dict[str, Any]] | None = None
+) -> ClusterFacts:
+    objects = [
+        claim("a"),
+        node("a"),
+        claim("b", initialized=b_initialized),
+        node("b", labels={} if b_initialized else {"karpenter.sh/initialized": "false"}),
+        running(pod("web-1"), "node-a"),
+        running(pod("web-2"), "node-a"),
+        *(extra or []),
+    ]
+    return facts_of(objects)
+
+
+def test_pods_that_fit_on_the_other_node_need_no_replacement():
+    facts = two_nodes()
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    assert result.ok
+    assert set(result.displaced) == {"default/web-1", "default/web-2"}
+    assert result.new_claims == ()
+
+
+def test_uninitialized_capacity_is_not_used():
+    facts = two_nodes(b_initialized=False)
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    assert result.ok
+    assert len(result.new_claims) == 1  # node-b is fenced off
+
+
+def test_a_pod_that_cannot_move_fails_the_simulation():
+    pinned = pod("pinned", nodeSelector={"kubernetes.io/hostname": "node-a"})
+    facts = two_nodes(extra=[running(pinned, "node-a")])
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    assert not result.ok
+    assert result.failure is not None
+    assert "default/pinned" in result.failure
+
+
+def test_daemonset_pods_do_not_move():
+    ds = pod("agent")
+    ds["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "x"}
+    ]
+    facts = two_nodes(extra=[running(ds, "node-a")])
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    assert "default/agent" not in result.displaced
+
+
+def test_leaving_nodes_are_not_a_destination():
+    facts = two_nodes()
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY, leaving={"b"})
+    assert result.ok
+    assert len(result.new_claims) == 1
