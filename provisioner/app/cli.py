@@ -24,6 +24,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "catalog": ("provisioner.app.cmd_catalog", "export the instance catalog of a region"),
     "plan": ("provisioner.app.cmd_plan", "dry-run the provisioner over manifests"),
     "iam-policy": ("provisioner.app.cmd_iam", "print the IAM policies Jointer needs"),
+    "simulate": ("provisioner.app.cmd_simulate", "replay a scenario against an embedded cluster"),
     "run": ("provisioner.app.cmd_run", "run the controller in a cluster"),
 }
 

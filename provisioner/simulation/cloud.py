@@ -1,0 +1,533 @@
+"""The simulated AWS account: moto on loopback, seeded like an EKS cluster's account.
+
+:class:`MotoCloud` starts an in-process ``ThreadedMotoServer`` on ``127.0.0.1`` (port 0), resets
+and seeds it (moto's ids come from its seeded random source), and prepares what Karpenter's
+getting-started template leaves in an account: a VPC with one subnet per zone and a security
+group tagged ``karpenter.sh/discovery: <cluster>``, EKS-optimised AMIs behind the public SSM
+parameters (seeded into moto's backends, ``testing-tools.md`` §2), the node IAM roles, and the
+interruption queue fed by the EventBridge rules of ``iam.interruption``.
+
+The controllers get boto3 clients from one session whose botocore event hooks
+(``testing-tools.md`` §3) do two things:
+
+* **Capacity outages.** ``provide-client-params`` removes the CreateFleet overrides an active
+  outage covers, ``before-call`` answers an empty fleet when none is left (moto is never asked),
+  and ``after-call`` appends an ``InsufficientInstanceCapacity`` error per removed override, the
+  way EC2 reports them. Nothing leaks: moto launches only from surviving pools.
+* **The record.** ``after-call`` of CreateFleet and TerminateInstances notes, in virtual time,
+  every instance launched and terminated; the kubelet and the report use it. The instances
+  themselves are always read back from moto.
+* **What moto's CreateFleet leaves out.** moto does not give fleet instances the security
+  groups of their launch template (``testing-tools.md`` §2); EC2 does, and drift detection
+  compares them, so ``after-call`` applies them (``ModifyInstanceAttribute``).
+
+Credentials are fake and passed explicitly; the process environment is never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import boto3
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+
+from cloudprovider.aws.ami import alias_parameters
+from cloudprovider.aws.tags import TAG_NODECLAIM
+from iam.interruption import EVENT_RULES
+from provisioner.apis.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from provisioner.simulation.timeline import Timeline
+
+__all__ = [
+    "ACCOUNT_ID",
+    "KUBERNETES_VERSION",
+    "Launch",
+    "MotoCloud",
+    "Outage",
+    "capacity_type_of",
+]
+
+ACCOUNT_ID: Final = "123456789012"
+"""moto's default account."""
+KUBERNETES_VERSION: Final = "1.32"
+"""The simulated cluster's Kubernetes minor (what the AMI aliases resolve for)."""
+EKS_AMI_OWNER: Final = "602401143452"
+_FAKE_KEY: Final = "testing"
+_ALIASES: Final = ("al2023@latest", "al2@latest", "bottlerocket@latest")
+_VPC_CIDR: Final = "10.0.0.0/16"
+_SUBNET_PREFIX: Final = 20
+_ICE_CODE: Final = "InsufficientInstanceCapacity"
+_ICE_MESSAGE: Final = "There is no capacity available that matches your request."
+_CONTEXT_KEY: Final = "jointer_simulation"
+# One simulation at a time per process: moto's backends are process-wide.
+_RUN_LOCK: Final = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outage:
+    """Offerings whose launches fail for a while.
+
+    Attributes:
+        start: virtual second the outage begins.
+        end: virtual second it ends.
+        capacity_type: ``spot`` or ``on-demand``; None for both.
+        instance_types: affected types; empty for all.
+        zones: affected zones; empty for all.
+    """
+
+    start: float
+    end: float
+    capacity_type: str | None = None
+    instance_types: frozenset[str] = frozenset()
+    zones: frozenset[str] = frozenset()
+
+    def covers(self, now: float, capacity_type: str, instance_type: str, zone: str) -> bool:
+        """Whether a launch of this offering at ``now`` fails."""
+        return (
+            self.start <= now < self.end
+            and self.capacity_type in {None, capacity_type}
+            and (not self.instance_types or instance_type in self.instance_types)
+            and (not self.zones or zone in self.zones)
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class Launch:
+    """One instance as recorded when CreateFleet returned it."""
+
+    instance_id: str
+    at: float
+    instance_type: str
+    zone: str
+    capacity_type: str
+    terminated_at: float | None = None
+
+
+def capacity_type_of(instance: Mapping[str, Any]) -> str:
+    """``spot`` or ``on-demand`` from an EC2 instance (moto sets only ``InstanceLifecycle``)."""
+    if instance.get("InstanceLifecycle") == "spot" or instance.get("SpotInstanceRequestId"):
+        return CAPACITY_TYPE_SPOT
+    return CAPACITY_TYPE_ON_DEMAND
+
+
+def _image_id(name: str) -> str:
+    return "ami-0" + hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
+@dataclass(slots=True)
+class _Counters:
+    fleet_calls: int = 0
+    failed_fleets: int = 0
+    ice_errors: int = 0
+
+
+class MotoCloud:
+    """The simulated AWS account.
+
+    Args:
+        timeline: virtual time (outage windows and the record use it).
+        region: the AWS region.
+        cluster: the cluster name (discovery tags, queue name).
+        zones: the zones to create subnets in (those moto knows are kept).
+        seed: seeds moto's random ids.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeline: Timeline,
+        region: str,
+        cluster: str,
+        zones: Iterable[str],
+        seed: int,
+    ) -> None:
+        self.timeline = timeline
+        self.region = region
+        self.cluster = cluster
+        self._wanted_zones = sorted(set(zones))
+        self.seed = seed
+        self.endpoint = ""
+        self.zones: list[str] = []
+        self.subnets: dict[str, str] = {}
+        self.queue_url = ""
+        self.outages: list[Outage] = []
+        self.launches: dict[str, Launch] = {}
+        self.counters = _Counters()
+        self.on_launch: list[Callable[[Launch], None]] = []
+        self.on_terminate: list[Callable[[str], None]] = []
+        self.after_launch: Callable[[Launch], None] | None = None
+        self._roles: set[str] = set()
+        self._template_groups: dict[tuple[str, str], list[str]] = {}
+        self._server: Any = None
+        self._locked = False
+        self._session: boto3.session.Session | None = None
+        self._admin: dict[str, Any] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start moto, reset and seed it, and build the account.
+
+        Raises:
+            RuntimeError: another simulation is running in this process.
+        """
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415 - moto is heavy; run only
+
+        if not _RUN_LOCK.acquire(blocking=False):
+            raise RuntimeError("another simulation is running in this process")
+        self._locked = True
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        self._post("/moto-api/reset")
+        self._create_backends()
+        self._post(f"/moto-api/seed?a={self.seed}")
+        self._session = self._new_session()
+        self._register_hooks(self._session)
+        admin = self._new_session()
+        self._admin = {name: self._client(admin, name) for name in ("ec2", "events", "iam")}
+        self._seed_images()
+        self._network()
+        self._queue()
+
+    def stop(self) -> None:
+        """Stop moto (its state goes with the next reset)."""
+        try:
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
+        finally:
+            if self._locked:
+                self._locked = False
+                _RUN_LOCK.release()
+
+    def _create_backends(self) -> None:
+        """Create moto's backends before seeding, so their set-up draws no seeded randomness.
+
+        Backends are built lazily on first use, and how much randomness building one draws
+        depends on what the previous run left behind; seeding after they exist keeps a run's
+        ids a function of its seed alone.
+        """
+        from moto.core.base_backend import BackendDict  # noqa: PLC0415
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415
+        from moto.events.models import events_backends  # noqa: PLC0415
+        from moto.iam.models import iam_backends  # noqa: PLC0415
+        from moto.sqs.models import sqs_backends  # noqa: PLC0415
+        from moto.ssm.models import ssm_backends  # noqa: PLC0415
+
+        backends: tuple[BackendDict[Any], ...] = (
+            ec2_backends,
+            ssm_backends,
+            sqs_backends,
+            events_backends,
+        )
+        for backend in backends:
+            backend[ACCOUNT_ID][self.region]
+        iam_backends[ACCOUNT_ID]["aws"]
+
+    def _post(self, path: str) -> None:
+        request = urllib.request.Request(f"{self.endpoint}{path}", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+            response.read()
+
+    def _new_session(self) -> boto3.session.Session:
+        return boto3.session.Session(
+            aws_access_key_id=_FAKE_KEY,
+            aws_secret_access_key=_FAKE_KEY,
+            aws_session_token=_FAKE_KEY,
+            region_name=self.region,
+        )
+
+    def _client(self, session: boto3.session.Session, service: str) -> Any:
+        return session.client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=120),
+        )
+
+    def client(self, service: str) -> Any:
+        """A client for the controllers (outage hooks and the record apply to it)."""
+        if self._session is None:
+            raise RuntimeError("the simulated account is not started")
+        return self._client(self._session, service)
+
+    # -- seeding -----------------------------------------------------------------------------
+
+    def _seed_images(self) -> None:
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415
+        from moto.ec2.models.amis import Ami  # noqa: PLC0415
+        from moto.ssm.models import Parameter, ssm_backends  # noqa: PLC0415
+
+        ec2 = ec2_backends[ACCOUNT_ID][self.region]
+        ssm = ssm_backends[ACCOUNT_ID][self.region]
+        moment = self.timeline.start
+        for alias in _ALIASES:
+            for parameter in alias_parameters(alias, KUBERNETES_VERSION):
+                image_id = _image_id(parameter.name)
+                arch = "arm64" if parameter.arch == "arm64" else "x86_64"
+                name = parameter.name.removeprefix("/aws/service/").replace("/", "-")
+                ec2.amis[image_id] = Ami(
+                    ec2,
+                    ami_id=image_id,
+                    name=name,
+                    description=f"EKS-optimised image behind {parameter.name}",
+                    owner_id=EKS_AMI_OWNER,
+                    public=True,
+                    virtualization_type="hvm",
+                    architecture=arch,
+                    hypervisor="xen",
+                    root_device_type="ebs",
+                    root_device_name="/dev/xvda",
+                    creation_date=moment,
+                    region_name=self.region,
+                )
+                ssm._parameters[parameter.name].append(  # noqa: SLF001 - moto's seeding point
+                    Parameter(  # type: ignore[abstract]
+                        account_id=ACCOUNT_ID,
+                        name=parameter.name,
+                        value=image_id,
+                        parameter_type="String",
+                        description=None,
+                        allowed_pattern=None,
+                        keyid=None,
+                        last_modified_date=moment,
+                        version=1,
+                        data_type="aws:ec2:image",
+                    )
+                )
+
+    def _discovery_tags(self, resource_type: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "ResourceType": resource_type,
+                "Tags": [{"Key": "karpenter.sh/discovery", "Value": self.cluster}],
+            }
+        ]
+
+    def _network(self) -> None:
+        ec2 = self._admin["ec2"]
+        known = {
+            zone["ZoneName"] for zone in ec2.describe_availability_zones()["AvailabilityZones"]
+        }
+        self.zones = [zone for zone in self._wanted_zones if zone in known] or sorted(known)
+        vpc = ec2.create_vpc(CidrBlock=_VPC_CIDR)["Vpc"]["VpcId"]
+        for index, zone in enumerate(self.zones):
+            subnet = ec2.create_subnet(
+                VpcId=vpc,
+                CidrBlock=f"10.0.{index * 16}.0/{_SUBNET_PREFIX}",
+                AvailabilityZone=zone,
+                TagSpecifications=self._discovery_tags("subnet"),
+            )["Subnet"]
+            self.subnets[zone] = subnet["SubnetId"]
+        ec2.create_security_group(
+            GroupName=f"{self.cluster}-nodes",
+            Description="nodes of the simulated cluster",
+            VpcId=vpc,
+            TagSpecifications=self._discovery_tags("security-group"),
+        )
+
+    def _queue(self) -> None:
+        sqs = self.client("sqs")
+        self.queue_url = sqs.create_queue(QueueName=self.cluster)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        events = self._admin["events"]
+        for rule in EVENT_RULES:
+            name = f"{self.cluster}-{rule.logical_name}"
+            events.put_rule(Name=name, EventPattern=json.dumps(rule.event_pattern()))
+            events.put_targets(Rule=name, Targets=[{"Id": "1", "Arn": arn}])
+
+    def ensure_role(self, name: str) -> None:
+        """Create the IAM role ``name`` if it does not exist (an EC2NodeClass's ``spec.role``)."""
+        if name in self._roles:
+            return
+        self._roles.add(name)
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ec2.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        self._admin["iam"].create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def _register_hooks(self, session: boto3.session.Session) -> None:
+        events = session.events
+        events.register("provide-client-params.ec2.CreateFleet", self._remove_unavailable)
+        events.register("before-call.ec2.CreateFleet", self._short_circuit)
+        events.register("after-call.ec2.CreateFleet", self._after_fleet)
+        events.register("after-call.ec2.TerminateInstances", self._after_terminate)
+
+    def _remove_unavailable(
+        self, params: dict[str, Any], context: dict[str, Any], **_: Any
+    ) -> None:
+        now = self.timeline.now
+        capacity_type = params["TargetCapacitySpecification"]["DefaultTargetCapacityType"]
+        removed: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        configs = []
+        for config in params.get("LaunchTemplateConfigs", []):
+            kept = []
+            for override in config.get("Overrides", []):
+                if any(
+                    outage.covers(
+                        now,
+                        capacity_type,
+                        override.get("InstanceType", ""),
+                        override.get("AvailabilityZone", ""),
+                    )
+                    for outage in self.outages
+                ):
+                    removed.append((config["LaunchTemplateSpecification"], override))
+                else:
+                    kept.append(override)
+            if kept:
+                configs.append({**config, "Overrides": kept})
+        state: dict[str, Any] = {"removed": removed, "capacity_type": capacity_type}
+        context[_CONTEXT_KEY] = state
+        if not removed:
+            return
+        if configs:
+            params["LaunchTemplateConfigs"] = configs
+        else:
+            state["empty"] = True
+
+    def _short_circuit(self, context: dict[str, Any], **_: Any) -> Any:
+        if context.get(_CONTEXT_KEY, {}).get("empty"):
+            return AWSResponse("", 200, {}, None), {  # type: ignore[arg-type]
+                "FleetId": "fleet-00000000-0000-0000-0000-000000000000",
+                "Instances": [],
+                "Errors": [],
+            }
+        return None
+
+    def _after_fleet(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        state = context.get(_CONTEXT_KEY) or {}
+        errors = parsed.setdefault("Errors", [])
+        for spec, override in state.get("removed", []):
+            self.counters.ice_errors += 1
+            errors.append(
+                {
+                    "LaunchTemplateAndOverrides": {
+                        "LaunchTemplateSpecification": spec,
+                        "Overrides": override,
+                    },
+                    "Lifecycle": state["capacity_type"],
+                    "ErrorCode": _ICE_CODE,
+                    "ErrorMessage": _ICE_MESSAGE,
+                }
+            )
+        self.counters.fleet_calls += 1
+        launched: list[Launch] = []
+        for entry in parsed.get("Instances", []):
+            override = entry.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
+            for instance_id in entry.get("InstanceIds", []):
+                launch = Launch(
+                    instance_id=instance_id,
+                    at=self.timeline.now,
+                    instance_type=entry.get("InstanceType") or override.get("InstanceType", ""),
+                    zone=override.get("AvailabilityZone", ""),
+                    capacity_type=CAPACITY_TYPE_SPOT
+                    if entry.get("Lifecycle") == "spot"
+                    else CAPACITY_TYPE_ON_DEMAND,
+                )
+                self.launches.setdefault(instance_id, launch)
+                launched.append(launch)
+        if not launched:
+            self.counters.failed_fleets += 1
+        self._apply_template_groups(parsed)
+        for launch in launched:
+            for listener in self.on_launch:
+                listener(launch)
+        if self.after_launch is not None:
+            for launch in launched:
+                self.after_launch(launch)
+
+    def _apply_template_groups(self, parsed: dict[str, Any]) -> None:
+        ec2 = self._admin["ec2"]
+        for entry in parsed.get("Instances", []):
+            spec = entry.get("LaunchTemplateAndOverrides", {}).get(
+                "LaunchTemplateSpecification", {}
+            )
+            key = (spec.get("LaunchTemplateId", ""), str(spec.get("Version", "")))
+            groups = self._template_groups.get(key)
+            if groups is None:
+                versions = ec2.describe_launch_template_versions(
+                    LaunchTemplateId=key[0], Versions=[key[1]]
+                )["LaunchTemplateVersions"]
+                data = versions[0].get("LaunchTemplateData", {}) if versions else {}
+                groups = list(data.get("SecurityGroupIds") or [])
+                for interface in data.get("NetworkInterfaces") or []:
+                    groups.extend(interface.get("Groups") or [])
+                self._template_groups[key] = groups
+            if groups:
+                for instance_id in entry.get("InstanceIds", []):
+                    ec2.modify_instance_attribute(InstanceId=instance_id, Groups=groups)
+
+    def _after_terminate(self, parsed: dict[str, Any], **_: Any) -> None:
+        for entry in parsed.get("TerminatingInstances", []):
+            self.record_termination(entry.get("InstanceId", ""))
+
+    def record_termination(self, instance_id: str) -> None:
+        """Note that ``instance_id`` was terminated now (the first time only)."""
+        launch = self.launches.get(instance_id)
+        if launch is not None and launch.terminated_at is None:
+            launch.terminated_at = self.timeline.now
+            for listener in self.on_terminate:
+                listener(instance_id)
+
+    # -- what the simulation does to the account ----------------------------------------------
+
+    def describe(self, instance_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Instances from moto (all of them, terminated included, when no ids are given)."""
+        ec2 = self._admin["ec2"]
+        kwargs: dict[str, Any] = {}
+        if instance_ids is not None:
+            ids = sorted(set(instance_ids))
+            if not ids:
+                return []
+            kwargs["InstanceIds"] = ids
+        reservations = ec2.describe_instances(**kwargs)["Reservations"]
+        found = [i for r in reservations for i in r["Instances"]]
+        return sorted(found, key=lambda i: str(i.get("InstanceId")))
+
+    def terminate(self, instance_id: str) -> None:
+        """Terminate an instance as EC2 does after a spot interruption warning."""
+        self._admin["ec2"].terminate_instances(InstanceIds=[instance_id])
+        self.record_termination(instance_id)
+
+    def send_spot_interruption(self, instance_id: str) -> None:
+        """Publish a spot interruption warning through EventBridge (delivered to the queue)."""
+        moment = self.timeline.at_seconds(self.timeline.now)
+        detail = {"instance-id": instance_id, "instance-action": "terminate"}
+        self._admin["events"].put_events(
+            Entries=[
+                {
+                    "Source": "aws.ec2",
+                    "DetailType": "EC2 Spot Instance Interruption Warning",
+                    "Detail": json.dumps(detail),
+                    "Resources": [f"arn:aws:ec2:{self.region}:{ACCOUNT_ID}:instance/{instance_id}"],
+                    "Time": moment,
+                }
+            ]
+        )
+
+    def nodeclaim_of(self, instance: Mapping[str, Any]) -> str:
+        """The NodeClaim an instance's tags name ("" when untagged)."""
+        tags = {t.get("Key"): t.get("Value") for t in instance.get("Tags", [])}
+        return str(tags.get(TAG_NODECLAIM) or "")

@@ -1,0 +1,99 @@
+"""Small readers of wire-shape objects shared by the simulated cluster components."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from provisioner.kube.event import format_time
+from provisioner.kube.protocol import JsonObject
+
+__all__ = [
+    "TERMINAL_PHASES",
+    "condition",
+    "condition_true",
+    "is_deleting",
+    "is_terminal",
+    "labels_of",
+    "name_of",
+    "namespace_of",
+    "pod_key",
+    "set_condition",
+    "uid_of",
+]
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.name``."""
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def namespace_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.namespace`` ("" for cluster-scoped objects)."""
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    """``metadata.uid``."""
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    """``metadata.labels`` (a copy; empty when absent)."""
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def pod_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name``."""
+    return f"{namespace_of(obj) or 'default'}/{name_of(obj)}"
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    """Whether ``metadata.deletionTimestamp`` is set."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod has Succeeded or Failed."""
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The ``status.conditions`` entry of type ``kind``."""
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(entry, Mapping) and entry.get("type") == kind:
+            return entry
+    return None
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    """Whether the condition ``kind`` has status ``True``."""
+    found = condition(obj, kind)
+    return found is not None and found.get("status") == "True"
+
+
+def set_condition(
+    conditions: list[JsonObject] | None,
+    kind: str,
+    status: str,
+    *,
+    now: Any,
+    reason: str = "",
+    message: str = "",
+) -> list[JsonObject]:
+    """``conditions`` with ``kind`` set (its transition time kept when the status is unchanged)."""
+    result = [dict(c) for c in conditions or [] if c.get("type") != kind]
+    previous = next((c for c in conditions or [] if c.get("type") == kind), None)
+    entry: JsonObject = {"type": kind, "status": status}
+    if previous is not None and previous.get("status") == status:
+        entry["lastTransitionTime"] = previous.get("lastTransitionTime") or format_time(now)
+    else:
+        entry["lastTransitionTime"] = format_time(now)
+    if reason:
+        entry["reason"] = reason
+    if message:
+        entry["message"] = message
+    result.append(entry)
+    return result

@@ -1,0 +1,183 @@
+"""The ports the controllers are built from in a simulation, and the AWS provider on moto.
+
+:class:`Ports` is everything the controller manager takes: the Kubernetes port, the virtual
+clock, the cloud provider and the interruption queue consumer, the planner's configuration,
+the batching windows, a logger and a metrics registry. :func:`build_aws` wires the production
+:class:`~cloudprovider.aws.cloudprovider.AwsCloudProvider` (and its interruption consumer) onto
+the simulated account's clients, with every TTL cache on the virtual timer and retries that
+never sleep. Each restart builds them anew, so no cache survives a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry
+
+from cloudprovider.aws.catalog import Catalog
+from cloudprovider.aws.cloudprovider import AwsCloudProvider, build_aws_cloud_provider
+from cloudprovider.aws.interruption import InterruptionConsumer
+from cloudprovider.aws.launchtemplate import ClusterInfo
+from cloudprovider.aws.nodeclass import EC2NodeClass, parse_nodeclass
+from cloudprovider.aws.retry import Caller, no_sleep
+from cloudprovider.interruption import IndexedNodeClaim
+from provisioner.apis import labels as wk
+from provisioner.apis.errors import ApiValidationError
+from provisioner.controllers.provisioning.planner import PlannerConfig
+from provisioner.kube.errors import NotFoundError
+from provisioner.kube.protocol import KubeClient
+from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS
+from provisioner.runtime.clock import FakeClock
+from provisioner.simulation.cloud import KUBERNETES_VERSION, MotoCloud
+from provisioner.simulation.objects import labels_of, name_of
+
+__all__ = ["Ports", "build_aws", "cluster_info"]
+
+BATCH_IDLE: Final = timedelta(seconds=1)
+BATCH_MAX: Final = timedelta(seconds=10)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ports:
+    """What the controllers of one (re)start are built from.
+
+    Attributes:
+        kube: the Kubernetes port (the in-memory API, evictions recorded).
+        clock: the virtual clock.
+        cloud: the AWS cloud provider on moto.
+        interruption: the interruption queue consumer (SQS on moto, no long polling).
+        planner: the planner's configuration (policy, deterministic solver budget).
+        cluster_name: the cluster name.
+        region: the AWS region.
+        batch_idle: ``BATCH_IDLE_DURATION``.
+        batch_max: ``BATCH_MAX_DURATION``.
+        logger: the controllers' structured logger.
+        registry: the metrics registry of this start.
+        timer: monotonic virtual seconds (for TTL caches).
+    """
+
+    kube: KubeClient
+    clock: FakeClock
+    cloud: AwsCloudProvider
+    interruption: InterruptionConsumer
+    planner: PlannerConfig
+    cluster_name: str
+    region: str
+    batch_idle: timedelta = BATCH_IDLE
+    batch_max: timedelta = BATCH_MAX
+    logger: Any
+    registry: CollectorRegistry
+    timer: Callable[[], float]
+
+
+def cluster_info(cluster: str, region: str) -> ClusterInfo:
+    """How simulated nodes join the simulated cluster."""
+    return ClusterInfo(
+        name=cluster,
+        endpoint=f"https://{cluster}.sim.{region}.eks.amazonaws.com",
+        ca_bundle="c2ltdWxhdGVkLWNh",
+        service_cidr="172.20.0.0/16",
+        cluster_dns="172.20.0.10",
+    )
+
+
+class CatalogSource:
+    """An ``InstanceTypeSource`` over the scenario's catalog (built-in or a file).
+
+    Args:
+        default: the catalog resolved for the default nodeclass.
+        loader: resolves the catalog for a nodeclass (its kubelet settings change allocatable).
+    """
+
+    def __init__(
+        self, default: Catalog, loader: Callable[[EC2NodeClass], Catalog] | None = None
+    ) -> None:
+        self._default = default
+        self._loader = loader
+        self._resolved: dict[str, Catalog] = {}
+
+    def catalog(self, nodeclass: EC2NodeClass | None = None) -> Catalog:
+        """Every instance type with its capacity, allocatable and priced offerings."""
+        if nodeclass is None or self._loader is None:
+            return self._default
+        key = json.dumps(nodeclass.spec.model_dump(mode="json"), sort_keys=True)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._loader(nodeclass)
+            self._resolved[key] = found
+        return found
+
+
+class KubeNodeClasses:
+    """A ``NodeClassGetter`` reading EC2NodeClasses from the Kubernetes port."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def get_nodeclass(self, name: str) -> EC2NodeClass | None:
+        """The EC2NodeClass called ``name`` (None when absent or malformed)."""
+        try:
+            raw = self._kube.get(EC2_NODE_CLASSES, name)
+        except NotFoundError:
+            return None
+        try:
+            return parse_nodeclass(raw)
+        except ApiValidationError:
+            return None
+
+
+class KubeNodeClaimIndex:
+    """A ``NodeClaimIndex`` over the Kubernetes port (NodeClaims by instance id)."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def nodeclaim_for_instance(self, instance_id: str) -> IndexedNodeClaim | None:
+        """The NodeClaim whose ``status.providerID`` names ``instance_id``."""
+        for claim in self._kube.list(NODE_CLAIMS).items:
+            provider = str((claim.get("status") or {}).get("providerID") or "")
+            if provider.rpartition("/")[2] == instance_id:
+                labels = labels_of(claim)
+                return IndexedNodeClaim(
+                    name=name_of(claim),
+                    instance_type=labels.get(wk.LABEL_INSTANCE_TYPE, ""),
+                    zone=labels.get(wk.LABEL_ZONE, ""),
+                    capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE, ""),
+                )
+        return None
+
+
+def build_aws(
+    *,
+    account: MotoCloud,
+    kube: KubeClient,
+    source: CatalogSource,
+    timer: Callable[[], float],
+) -> tuple[AwsCloudProvider, InterruptionConsumer]:
+    """The AWS cloud provider and interruption consumer on the simulated account."""
+    caller = Caller(sleep=no_sleep)
+    provider = build_aws_cloud_provider(
+        ec2=account.client("ec2"),
+        ssm=account.client("ssm"),
+        iam=account.client("iam"),
+        cluster=cluster_info(account.cluster, account.region),
+        region=account.region,
+        kubernetes_version=KUBERNETES_VERSION,
+        nodeclasses=KubeNodeClasses(kube),
+        instance_types=source,
+        caller=caller,
+        timer=timer,
+    )
+    consumer = InterruptionConsumer(
+        sqs=account.client("sqs"),
+        caller=caller,
+        queue_name=account.cluster,
+        index=KubeNodeClaimIndex(kube),
+        unavailable=provider.unavailable,
+        wait_seconds=0,
+    )
+    return provider, consumer

@@ -1,0 +1,421 @@
+"""What happened in a run, in virtual time: pods, NodeClaims, evictions and events.
+
+:class:`Recorder` watches every change of the in-memory API and keeps one record per pod and per
+NodeClaim that ever existed (when it was created, bound, launched, initialized, deleted and why),
+every Event, and every eviction the controllers made: :class:`RecordingKube` is the Kubernetes
+port the controllers get, the in-memory API with evictions noted on their way through.
+
+A NodeClaim's deletion reason is its ``DisruptionReason`` condition when disruption deleted it,
+``SpotInterrupted`` (or the interruption kind) when an interruption warning named its instance,
+the launch error's kind when its launch failed, and otherwise the last Warning event about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from provisioner.apis import labels as wk
+from provisioner.apis.base import parse_object
+from provisioner.apis.core import Pod
+from provisioner.apis.errors import ApiValidationError
+from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.protocol import EventType, JsonObject, ObjectList, WatchEvent, WatchEventType
+from provisioner.kube.resource import EVENTS, NODE_CLAIMS, PODS, Resource
+from provisioner.podgroups import detect_group
+from provisioner.simulation.objects import (
+    condition,
+    condition_true,
+    is_deleting,
+    labels_of,
+    name_of,
+    pod_key,
+    uid_of,
+)
+from provisioner.simulation.timeline import Timeline
+
+__all__ = [
+    "EventRecord",
+    "EvictionRecord",
+    "NodeClaimRecord",
+    "PodRecord",
+    "Recorder",
+    "RecordingKube",
+]
+
+LAUNCH_FAILURE_REASONS: Final[Mapping[str, str]] = {
+    "InsufficientCapacityError": "InsufficientCapacity",
+    "NodeClassNotReady": "NodeClassNotReady",
+}
+"""NodeClaim Warning events of failed launches, and the deletion reason they imply."""
+SPOT_INTERRUPTED: Final = "SpotInterrupted"
+_EVICTED_PREFIX: Final = "Evicted pod: "
+
+
+@dataclass(slots=True, kw_only=True)
+class PodRecord:
+    """One pod's life."""
+
+    name: str
+    uid: str
+    pod_group: str | None
+    created_at: float
+    scheduled_at: float | None = None
+    node: str | None = None
+    completed_at: float | None = None
+    evictions: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeClaimRecord:
+    """One NodeClaim's life."""
+
+    name: str
+    uid: str
+    node_pool: str | None
+    created_at: float
+    instance_type: str | None = None
+    capacity_type: str | None = None
+    zone: str | None = None
+    provider_id: str | None = None
+    node: str | None = None
+    launched_at: float | None = None
+    initialized_at: float | None = None
+    deleted_at: float | None = None
+    deletion_reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvictionRecord:
+    """One eviction the controllers made."""
+
+    at: float
+    pod: str
+    uid: str
+    node: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventRecord:
+    """One Kubernetes Event."""
+
+    at: float
+    type: str
+    reason: str
+    object: str
+    message: str
+
+
+def _object_name(involved: Mapping[str, Any]) -> str:
+    kind = involved.get("kind", "")
+    namespace = involved.get("namespace")
+    name = involved.get("name", "")
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
+class Recorder:
+    """Keeps the record of a run from the in-memory API's changes.
+
+    Args:
+        timeline: virtual time.
+        kube: the in-memory API to follow.
+    """
+
+    def __init__(self, *, timeline: Timeline, kube: InMemoryKube) -> None:
+        self._timeline = timeline
+        self.pods: dict[str, PodRecord] = {}
+        self.node_claims: dict[str, NodeClaimRecord] = {}
+        self.evictions: list[EvictionRecord] = []
+        self.events: list[EventRecord] = []
+        self.interrupted: dict[str, str] = {}
+        """Instance id -> interruption kind, for instances the scenario interrupted."""
+        self._claim_of_node: dict[str, str] = {}
+        self._unsubscribe = kube.subscribe(self.observe)
+
+    def close(self) -> None:
+        """Stop following the API."""
+        self._unsubscribe()
+
+    @property
+    def now(self) -> float:
+        """The current virtual time."""
+        return self._timeline.now
+
+    def observe(self, resource: Resource, event: WatchEvent) -> None:
+        """Record one change."""
+        if resource == PODS:
+            self._pod(event)
+        elif resource == NODE_CLAIMS:
+            self._claim(event)
+        elif resource == EVENTS and event.type == WatchEventType.ADDED:
+            self._event(event.object)
+
+    # -- pods --------------------------------------------------------------------------------
+
+    def _pod(self, event: WatchEvent) -> None:
+        obj = event.object
+        uid = uid_of(obj)
+        record = self.pods.get(uid)
+        if record is None:
+            record = PodRecord(
+                name=pod_key(obj), uid=uid, pod_group=self._group(obj), created_at=self.now
+            )
+            self.pods[uid] = record
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        node = spec.get("nodeName")
+        if node and record.scheduled_at is None:
+            record.scheduled_at, record.node = self.now, str(node)
+        if status.get("phase") in {"Succeeded", "Failed"} and record.completed_at is None:
+            record.completed_at = self.now
+
+    @staticmethod
+    def _group(obj: JsonObject) -> str | None:
+        try:
+            pod = parse_object(Pod, obj, kind="Pod")
+        except ApiValidationError:
+            return None
+        ref = detect_group(pod)
+        return ref.key if ref is not None else None
+
+    # -- NodeClaims --------------------------------------------------------------------------
+
+    def _claim(self, event: WatchEvent) -> None:
+        obj = event.object
+        uid = uid_of(obj)
+        record = self.node_claims.get(uid)
+        labels = labels_of(obj)
+        if record is None:
+            record = NodeClaimRecord(
+                name=name_of(obj),
+                uid=uid,
+                node_pool=labels.get(wk.LABEL_NODEPOOL),
+                created_at=self.now,
+            )
+            self.node_claims[uid] = record
+        record.instance_type = labels.get(wk.LABEL_INSTANCE_TYPE) or record.instance_type
+        record.capacity_type = labels.get(wk.LABEL_CAPACITY_TYPE) or record.capacity_type
+        record.zone = labels.get(wk.LABEL_ZONE) or record.zone
+        record.node_pool = labels.get(wk.LABEL_NODEPOOL) or record.node_pool
+        status = obj.get("status") or {}
+        if status.get("providerID"):
+            record.provider_id = str(status["providerID"])
+        if status.get("nodeName"):
+            record.node = str(status["nodeName"])
+            self._claim_of_node[record.node] = uid
+        if record.launched_at is None and (
+            condition_true(obj, "Launched") or status.get("providerID")
+        ):
+            record.launched_at = self.now
+        if record.initialized_at is None and condition_true(obj, "Initialized"):
+            record.initialized_at = self.now
+        deleted = event.type == WatchEventType.DELETED or is_deleting(obj)
+        if deleted and record.deleted_at is None:
+            record.deleted_at = self.now
+            record.deletion_reason = self._deletion_reason(obj, record)
+
+    def _deletion_reason(self, obj: JsonObject, record: NodeClaimRecord) -> str | None:
+        disruption = condition(obj, "DisruptionReason")
+        if disruption is not None and disruption.get("status") == "True":
+            return str(disruption.get("reason") or "Disrupted")
+        if record.provider_id:
+            kind = self.interrupted.get(record.provider_id.rpartition("/")[2])
+            if kind is not None:
+                return kind
+        for warning in reversed(record.warnings):
+            if warning in LAUNCH_FAILURE_REASONS and record.launched_at is None:
+                return LAUNCH_FAILURE_REASONS[warning]
+        return record.warnings[-1] if record.warnings else None
+
+    def claim_of_node(self, node: str) -> NodeClaimRecord | None:
+        """The record of the NodeClaim whose node is ``node``."""
+        uid = self._claim_of_node.get(node)
+        return self.node_claims.get(uid) if uid is not None else None
+
+    # -- events and evictions ----------------------------------------------------------------
+
+    def _event(self, obj: JsonObject) -> None:
+        involved = obj.get("involvedObject") or {}
+        record = EventRecord(
+            at=self.now,
+            type=str(obj.get("type") or "Normal"),
+            reason=str(obj.get("reason") or ""),
+            object=_object_name(involved),
+            message=str(obj.get("message") or ""),
+        )
+        self.events.append(record)
+        if involved.get("kind") == "NodeClaim" and record.type == "Warning":
+            claim = self.node_claims.get(str(involved.get("uid") or ""))
+            if claim is None:
+                claim = next(
+                    (c for c in self.node_claims.values() if c.name == involved.get("name")),
+                    None,
+                )
+            if claim is not None:
+                claim.warnings.append(record.reason)
+        if involved.get("kind") == "Pod" and record.reason == "Evicted":
+            self._refine_eviction(str(involved.get("uid") or ""), record.message)
+
+    def _refine_eviction(self, uid: str, message: str) -> None:
+        if not message.startswith(_EVICTED_PREFIX):
+            return
+        reason = message.removeprefix(_EVICTED_PREFIX).strip()
+        for index in range(len(self.evictions) - 1, -1, -1):
+            eviction = self.evictions[index]
+            if eviction.uid == uid:
+                self.evictions[index] = EvictionRecord(
+                    at=eviction.at, pod=eviction.pod, uid=uid, node=eviction.node, reason=reason
+                )
+                return
+
+    def evicted(self, pod: Mapping[str, Any]) -> None:
+        """Note that the controllers evicted ``pod`` (its last state before the eviction)."""
+        uid = uid_of(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        reason = "Terminating"
+        claim = self.claim_of_node(str(node)) if node else None
+        if claim is not None:
+            reason = claim.deletion_reason or reason
+        self.evictions.append(
+            EvictionRecord(
+                at=self.now,
+                pod=pod_key(pod),
+                uid=uid,
+                node=str(node) if node else None,
+                reason=reason,
+            )
+        )
+        record = self.pods.get(uid)
+        if record is not None:
+            record.evictions += 1
+
+
+class RecordingKube:
+    """The controllers' Kubernetes port: the in-memory API, with evictions recorded.
+
+    Args:
+        inner: the in-memory API.
+        recorder: where evictions are noted.
+    """
+
+    def __init__(self, inner: InMemoryKube, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+
+    def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JsonObject:
+        """See `KubeClient.get`."""
+        return self._inner.get(resource, name, namespace=namespace)
+
+    def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        """See `KubeClient.list`."""
+        return self._inner.list(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+
+    def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[WatchEvent]:
+        """See `KubeClient.watch`."""
+        return self._inner.watch(
+            resource,
+            namespace=namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            timeout=timeout,
+        )
+
+    def create(
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
+    ) -> JsonObject:
+        """See `KubeClient.create`."""
+        return self._inner.create(resource, body, namespace=namespace)
+
+    def merge_patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+    ) -> JsonObject:
+        """See `KubeClient.merge_patch`."""
+        return self._inner.merge_patch(
+            resource, name, patch, namespace=namespace, resource_version=resource_version
+        )
+
+    def patch_status(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+    ) -> JsonObject:
+        """See `KubeClient.patch_status`."""
+        return self._inner.patch_status(
+            resource, name, patch, namespace=namespace, resource_version=resource_version
+        )
+
+    def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        """See `KubeClient.delete`."""
+        self._inner.delete(
+            resource,
+            name,
+            namespace=namespace,
+            uid=uid,
+            resource_version=resource_version,
+            grace_period_seconds=grace_period_seconds,
+        )
+
+    def evict(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """See `KubeClient.evict`; a successful eviction is recorded."""
+        pod = self._inner.get(PODS, name, namespace=namespace)
+        self._inner.evict(namespace, name, uid=uid)
+        self._recorder.evicted(pod)
+
+    def create_event(
+        self,
+        involved: Mapping[str, Any],
+        *,
+        reason: str,
+        message: str,
+        type: EventType = "Normal",  # noqa: A002 - the API's own field name
+        component: str = "karpenter",
+    ) -> JsonObject:
+        """See `KubeClient.create_event`."""
+        return self._inner.create_event(
+            involved, reason=reason, message=message, type=type, component=component
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # InMemoryKube extras (bind, subscribe, ...) stay reachable for callers that need them.
+        return getattr(self._inner, name)

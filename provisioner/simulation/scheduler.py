@@ -1,0 +1,497 @@
+"""The simulated kube-scheduler (with the gang and queue behaviour of the pod-group schedulers).
+
+One scheduling pass runs whenever pods, nodes or pod-group objects change (once per virtual
+instant). It takes the pending pods (not bound, not terminal, not deleting, no scheduling gates)
+by priority, then age, then name, and binds each to a node that fits:
+
+* the node is Ready, schedulable and not being deleted;
+* the pod tolerates the node's ``NoSchedule``/``NoExecute`` taints;
+* the pod's ``nodeSelector`` and required node affinity match the node's labels;
+* its requests (containers, init containers, overhead, one pod slot) fit the node's
+  allocatable minus what the pods bound there request.
+
+The node the provisioner nominated (the ``Nominated`` event, ``Pod should schedule on:
+nodeclaim/<name>``) is tried first, then the others by name. Pod anti-affinity, topology spread
+and host ports are not simulated.
+
+**Gangs** (any ecosystem of ``provisioner.podgroups``): the pending members of a group with a
+minimum are placed together or not at all; they are bound only if the members already bound
+plus those that fit reach the minimum. **KAI queues**: a KAI group whose PodGroup reports a
+quota condition, or whose queue chain has no room for its GPUs, is not bound (what KAI does).
+
+A pod that cannot be bound gets ``PodScheduled=False, reason=Unschedulable`` (and, the first time, a
+``FailedScheduling`` event); a bound pod gets a ``Scheduled`` event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from provisioner.apis.base import parse_object
+from provisioner.apis.core import Pod
+from provisioner.apis.errors import ApiValidationError
+from provisioner.kube.errors import ConflictError, NotFoundError
+from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.protocol import JsonObject, WatchEvent, WatchEventType
+from provisioner.kube.resource import EVENTS, NODE_CLAIMS, NODES, PODS, PRIORITY_CLASSES, Resource
+from provisioner.podgroups import (
+    Ecosystem,
+    PodGroupRef,
+    build_context,
+    detect_group,
+    group_info,
+    kai,
+)
+from provisioner.podgroups.context import ProvisioningContext
+from provisioner.podgroups.keys import NVIDIA_GPU
+from provisioner.podgroups.resources import pod_requests as group_pod_requests
+from provisioner.scheduling.affinity import AffinityError, NodeAffinity, node_selector_matches
+from provisioner.scheduling.quantity import QuantityError, parse_quantity
+from provisioner.scheduling.resources import (
+    ResourceListError,
+    add,
+    exceeded,
+    pod_requests,
+    subtract,
+    with_pod_slot,
+)
+from provisioner.scheduling.taints import (
+    Taint,
+    TaintError,
+    Toleration,
+    untolerated,
+)
+from provisioner.simulation.objects import (
+    condition,
+    condition_true,
+    is_deleting,
+    is_terminal,
+    name_of,
+    namespace_of,
+    pod_key,
+    set_condition,
+    uid_of,
+)
+from provisioner.simulation.timeline import Timeline
+
+__all__ = ["SCHEDULER_NAME", "Scheduler"]
+
+SCHEDULER_NAME: Final = "default-scheduler"
+_NOMINATED_PREFIX: Final = "Pod should schedule on: "
+_BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class _PodFacts:
+    """What placement reads of a pod (parsed once per pod uid)."""
+
+    requests: Mapping[str, int]
+    tolerations: tuple[Toleration, ...]
+    node_selector: Mapping[str, str]
+    affinity: NodeAffinity | None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _NodeRoom:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    free: dict[str, int]
+
+
+@dataclass(slots=True)
+class _Pass:
+    nodes: list[_NodeRoom]
+    by_name: dict[str, _NodeRoom]
+    claims_to_nodes: dict[str, str] = field(default_factory=dict)
+
+
+def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for key, value in (values or {}).items():
+        try:
+            result[key] = parse_quantity(str(value))
+        except QuantityError:
+            continue
+    return result
+
+
+def _facts(pod: Mapping[str, Any]) -> _PodFacts:
+    spec = pod.get("spec") or {}
+    try:
+        requests = with_pod_slot(
+            pod_requests(
+                spec.get("containers") or [],
+                spec.get("initContainers") or [],
+                spec.get("overhead"),
+            )
+        )
+        tolerations = tuple(
+            Toleration.from_dict(t, field=f"spec.tolerations[{i}]")
+            for i, t in enumerate(spec.get("tolerations") or [])
+        )
+        raw_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
+        affinity = NodeAffinity.from_dict(raw_affinity) if raw_affinity else None
+    except (ResourceListError, TaintError, AffinityError) as error:
+        return _PodFacts({}, (), {}, None, error=str(error))
+    return _PodFacts(requests, tolerations, dict(spec.get("nodeSelector") or {}), affinity)
+
+
+def _priority(pod: Mapping[str, Any]) -> int:
+    value = (pod.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) else 0
+
+
+class Scheduler:
+    """Binds pending pods to nodes, one pass per virtual instant with changes.
+
+    Args:
+        timeline: virtual time and the action queue.
+        kube: the in-memory API.
+        group_resources: the pod-group collections objects were applied to (for gangs).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeline: Timeline,
+        kube: InMemoryKube,
+        group_resources: Callable[[], Iterable[Resource]],
+    ) -> None:
+        self._timeline = timeline
+        self._kube = kube
+        self._group_resources = group_resources
+        self._facts: dict[str, _PodFacts] = {}
+        self._models: dict[str, Pod | None] = {}
+        self._nominated: dict[str, str] = {}
+        self._reported: set[str] = set()
+        self.passes = 0
+        self.binds = 0
+
+    def observe(self, resource: Resource, event: WatchEvent) -> None:
+        """Note nominations; schedule a pass when pods, nodes or pod-group objects change."""
+        obj = event.object
+        if resource == EVENTS:
+            self._note_nomination(obj)
+            return
+        if resource == PODS and event.type == WatchEventType.DELETED:
+            uid = uid_of(obj)
+            self._facts.pop(uid, None)
+            self._models.pop(uid, None)
+            self._nominated.pop(uid, None)
+            self._reported.discard(uid)
+        if resource in {PODS, NODES, NODE_CLAIMS} or resource in set(self._group_resources()):
+            self.trigger()
+
+    def trigger(self) -> None:
+        """Run a pass at the current virtual time (once, however often asked)."""
+        self._timeline.after(0, self.run_pass, key=("scheduler",))
+
+    def _note_nomination(self, event: Mapping[str, Any]) -> None:
+        involved = event.get("involvedObject") or {}
+        message = str(event.get("message") or "")
+        if event.get("reason") != "Nominated" or involved.get("kind") != "Pod":
+            return
+        if not message.startswith(_NOMINATED_PREFIX):
+            return
+        for part in message.removeprefix(_NOMINATED_PREFIX).split(","):
+            kind, _, name = part.strip().partition("/")
+            if kind == "nodeclaim" and name and involved.get("uid"):
+                self._nominated[str(involved["uid"])] = name
+
+    # -- one pass ----------------------------------------------------------------------------
+
+    def run_pass(self) -> None:
+        """Bind every pending pod that fits; mark the others Unschedulable."""
+        self.passes += 1
+        pods = self._kube.list(PODS).items
+        pending = sorted(
+            (
+                p
+                for p in pods
+                if not (p.get("spec") or {}).get("nodeName")
+                and not is_terminal(p)
+                and not is_deleting(p)
+                and not (p.get("spec") or {}).get("schedulingGates")
+            ),
+            key=lambda p: (
+                -_priority(p),
+                (p.get("metadata") or {}).get("creationTimestamp") or "",
+                pod_key(p),
+            ),
+        )
+        if not pending:
+            return
+        state = self._state(pods)
+        groups: dict[tuple[Ecosystem, str, str], list[JsonObject]] = {}
+        refs: dict[str, PodGroupRef] = {}
+        for pod in pending:
+            ref = self._group_of(pod)
+            if ref is not None:
+                refs[uid_of(pod)] = ref
+                groups.setdefault(ref.group_id, []).append(pod)
+        context = self._context(pods) if groups else None
+        done: set[tuple[Ecosystem, str, str]] = set()
+        for pod in pending:
+            ref = refs.get(uid_of(pod))
+            if ref is None:
+                self._schedule_one(pod, state)
+            elif ref.group_id not in done and context is not None:
+                done.add(ref.group_id)
+                self._schedule_group(ref, groups[ref.group_id], pods, context, state)
+
+    def _state(self, pods: Sequence[JsonObject]) -> _Pass:
+        used: dict[str, dict[str, int]] = {}
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and not is_terminal(pod):
+                used[node] = add(used.get(node, {}), self._pod_facts(pod).requests)
+        rooms = []
+        for node in self._kube.list(NODES).items:
+            spec = node.get("spec") or {}
+            if is_deleting(node) or spec.get("unschedulable") or not condition_true(node, "Ready"):
+                continue
+            try:
+                taints = tuple(
+                    Taint.from_dict(t)
+                    for t in spec.get("taints") or []
+                    if t.get("effect") in _BLOCKING_EFFECTS
+                )
+            except TaintError:
+                continue
+            allocatable = _resources((node.get("status") or {}).get("allocatable"))
+            name = name_of(node)
+            rooms.append(
+                _NodeRoom(
+                    name=name,
+                    labels=dict((node.get("metadata") or {}).get("labels") or {}),
+                    taints=taints,
+                    free=subtract(allocatable, used.get(name, {})),
+                )
+            )
+        state = _Pass(nodes=rooms, by_name={r.name: r for r in rooms})
+        if self._nominated:
+            for claim in self._kube.list(NODE_CLAIMS).items:
+                node_name = (claim.get("status") or {}).get("nodeName")
+                if node_name:
+                    state.claims_to_nodes[name_of(claim)] = str(node_name)
+        return state
+
+    def _pod_facts(self, pod: Mapping[str, Any]) -> _PodFacts:
+        uid = uid_of(pod)
+        facts = self._facts.get(uid)
+        if facts is None:
+            facts = _facts(pod)
+            self._facts[uid] = facts
+        return facts
+
+    def _model(self, pod: Mapping[str, Any]) -> Pod | None:
+        uid = uid_of(pod)
+        if uid not in self._models:
+            try:
+                self._models[uid] = parse_object(Pod, pod, kind="Pod")
+            except ApiValidationError:
+                self._models[uid] = None
+        return self._models[uid]
+
+    def _group_of(self, pod: Mapping[str, Any]) -> PodGroupRef | None:
+        model = self._model(pod)
+        return detect_group(model) if model is not None else None
+
+    def _context(self, pods: Sequence[JsonObject]) -> ProvisioningContext | None:
+        objects: list[Mapping[str, Any]] = list(pods)
+        for resource in [*self._group_resources(), PRIORITY_CLASSES]:
+            objects.extend(self._kube.list(resource).items)
+        try:
+            return build_context(objects)
+        except ApiValidationError:
+            return None
+
+    def _candidates(self, pod: Mapping[str, Any], state: _Pass) -> list[_NodeRoom]:
+        nominated = self._nominated.get(uid_of(pod))
+        first = state.by_name.get(state.claims_to_nodes.get(nominated or "", ""))
+        rest = [room for room in state.nodes if room is not first]
+        return [first, *rest] if first is not None else rest
+
+    def _place(self, pod: Mapping[str, Any], state: _Pass) -> _NodeRoom | None:
+        facts = self._pod_facts(pod)
+        if facts.error is not None:
+            return None
+        for room in self._candidates(pod, state):
+            if untolerated(facts.tolerations, room.taints, _BLOCKING_EFFECTS) is not None:
+                continue
+            if not node_selector_matches(
+                facts.node_selector, facts.affinity, room.labels, room.name
+            ):
+                continue
+            if exceeded(facts.requests, room.free):
+                continue
+            room.free = subtract(room.free, facts.requests)
+            return room
+        return None
+
+    def _why_not(self, pod: Mapping[str, Any], state: _Pass) -> str:
+        facts = self._pod_facts(pod)
+        total = len(self._kube.list(NODES).items)
+        if facts.error is not None:
+            return f"0/{total} nodes are available: {facts.error}"
+        taints = selectors = resources = 0
+        for room in state.nodes:
+            if untolerated(facts.tolerations, room.taints, _BLOCKING_EFFECTS) is not None:
+                taints += 1
+            elif not node_selector_matches(
+                facts.node_selector, facts.affinity, room.labels, room.name
+            ):
+                selectors += 1
+            else:
+                resources += 1
+        parts = []
+        if resources:
+            parts.append(f"{resources} Insufficient resources")
+        if selectors:
+            parts.append(f"{selectors} node(s) didn't match Pod's node affinity/selector")
+        if taints:
+            parts.append(f"{taints} node(s) had untolerated taint(s)")
+        not_ready = total - len(state.nodes)
+        if not_ready:
+            parts.append(f"{not_ready} node(s) were not ready or not schedulable")
+        detail = ", ".join(parts) or "no nodes available to schedule pods"
+        return f"0/{total} nodes are available: {detail}."
+
+    def _schedule_one(self, pod: JsonObject, state: _Pass) -> None:
+        room = self._place(pod, state)
+        if room is None:
+            self._unschedulable(pod, self._why_not(pod, state))
+        else:
+            self._bind(pod, room.name)
+
+    def _schedule_group(
+        self,
+        ref: PodGroupRef,
+        pending: list[JsonObject],
+        pods: Sequence[JsonObject],
+        context: ProvisioningContext,
+        state: _Pass,
+    ) -> None:
+        info = group_info(ref, context)
+        minimum = info.min_count or 1
+        blocked = self._queue_reason(ref, pending, context)
+        if blocked is not None:
+            for pod in pending:
+                self._unschedulable(pod, blocked)
+            return
+        if minimum <= 1:
+            for pod in pending:
+                self._schedule_one(pod, state)
+            return
+        bound = sum(
+            1
+            for p in pods
+            if (p.get("spec") or {}).get("nodeName")
+            and not is_terminal(p)
+            and pod_key(p) in set(info.members)
+        )
+        saved = {room.name: dict(room.free) for room in state.nodes}
+        placed = [(pod, room.name) for pod in pending if (room := self._place(pod, state))]
+        if bound + len(placed) < minimum:
+            for room in state.nodes:
+                room.free = saved[room.name]
+            message = (
+                f"pod group {ref.key}: {bound + len(placed)} of the {minimum} members it needs "
+                "can be placed; waiting for the whole gang"
+            )
+            for pod in pending:
+                self._unschedulable(pod, message)
+            return
+        for pod, node in placed:
+            self._bind(pod, node)
+        placed_keys = {pod_key(p) for p, _ in placed}
+        for pod in pending:
+            if pod_key(pod) not in placed_keys:
+                self._unschedulable(pod, self._why_not(pod, state))
+
+    def _queue_reason(
+        self, ref: PodGroupRef, pending: Sequence[JsonObject], context: ProvisioningContext
+    ) -> str | None:
+        if ref.ecosystem != Ecosystem.KAI:
+            return None
+        group = context.kai_pod_groups.get(ref.key)
+        if group is not None:
+            reason = kai.condition_reason(ref.key, group)
+            if reason is not None:
+                return reason
+        first = self._model(pending[0])
+        if first is None:
+            return None
+        gpus = 0
+        for pod in pending:
+            model = self._model(pod)
+            if model is not None:
+                gpus += group_pod_requests(model).get(NVIDIA_GPU, 0)
+        non_preemptible = (
+            kai.non_preemptible_reason(first, ref.key, group, context.priority_classes) is not None
+        )
+        return kai.queue_reason(
+            group_key=ref.key,
+            queue=kai.queue_name(group, first),
+            queues=context.kai_queues,
+            requested_gpu_milli=gpus,
+            non_preemptible=non_preemptible,
+        )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _bind(self, pod: JsonObject, node: str) -> None:
+        namespace, name = namespace_of(pod), name_of(pod)
+        try:
+            bound = self._kube.bind(namespace, name, node)
+        except (NotFoundError, ConflictError):
+            return
+        self.binds += 1
+        self._kube.create_event(
+            bound,
+            reason="Scheduled",
+            message=f"Successfully assigned {namespace}/{name} to {node}",
+            component=SCHEDULER_NAME,
+        )
+
+    def _unschedulable(self, pod: JsonObject, message: str) -> None:
+        current = condition(pod, "PodScheduled")
+        if (
+            current is not None
+            and current.get("status") == "False"
+            and current.get("reason") == "Unschedulable"
+            and current.get("message") == message
+        ):
+            return
+        now = self._timeline.clock.now()
+        conditions = set_condition(
+            (pod.get("status") or {}).get("conditions"),
+            "PodScheduled",
+            "False",
+            now=now,
+            reason="Unschedulable",
+            message=message,
+        )
+        try:
+            updated = self._kube.patch_status(
+                PODS,
+                name_of(pod),
+                {"status": {"phase": "Pending", "conditions": conditions}},
+                namespace=namespace_of(pod),
+            )
+        except NotFoundError:
+            return
+        if uid_of(updated) in self._reported:
+            return
+        self._reported.add(uid_of(updated))
+        self._kube.create_event(
+            updated,
+            reason="FailedScheduling",
+            message=message,
+            type="Warning",
+            component=SCHEDULER_NAME,
+        )

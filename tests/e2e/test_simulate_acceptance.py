@@ -1,0 +1,195 @@
+"""Issue 5's acceptance, simulated end to end: the production controllers, the AWS provider on
+moto, the embedded cluster, virtual time. One test per acceptance criterion (bundled scenarios).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from provisioner.kube.resource import NODE_POOLS
+from provisioner.simulation.cloud import Launch
+from provisioner.simulation.driver import ControllerCrash
+from provisioner.simulation.report import orphan_instances
+from tests.e2e.conftest import bundled, bundled_variant, events, pods_of, run, shortened
+
+pytestmark = pytest.mark.usefixtures("test_catalog")
+
+BATCH_MAX = 10.0
+"""BATCH_MAX_DURATION: the longest a batch stays open."""
+
+
+def assert_one_instance_per_claim_and_no_orphan(report: dict[str, Any]) -> None:
+    per_claim = Counter(i["nodeClaim"] for i in report["ec2Instances"])
+    assert all(count == 1 for count in per_claim.values()), per_claim
+    assert None not in per_claim
+    launched = {c["name"] for c in report["nodeClaims"] if c["launchedAt"] is not None}
+    assert set(per_claim) == launched
+    assert orphan_instances(report) == []
+
+
+def test_a_deployment_scaled_0_to_200_gets_nodes_in_a_batch_window_plus_launch_time() -> None:
+    scenario = shortened(bundled("deployment-0-to-200"), 30 * 60)
+    scaled_at = next(s.at for s in scenario.steps if s.kind == "scale")
+    report, _ = run(scenario)
+    greedy, _ = run(scenario, policy="greedy")
+
+    frontend = pods_of(report, "web/frontend-")
+    assert len(frontend) == 200
+    assert all(p["createdAt"] == scaled_at for p in frontend)
+    waits = [p["scheduledAt"] - p["createdAt"] for p in frontend if p["scheduledAt"] is not None]
+    assert len(waits) == 200
+    assert max(waits) <= BATCH_MAX + scenario.node_startup
+    for claim in report["nodeClaims"]:
+        assert claim["launchedAt"] <= scaled_at + BATCH_MAX
+        assert claim["initializedAt"] <= claim["launchedAt"] + scenario.node_startup
+    assert report["summary"]["podsScheduled"] == greedy["summary"]["podsScheduled"] == 200
+    assert report["cost"]["total"] <= greedy["cost"]["total"]
+    assert_one_instance_per_claim_and_no_orphan(report)
+
+
+def test_a_kai_gang_of_8_gpu_pods_gets_all_8_placed() -> None:
+    report, _ = run(bundled("kai-gang-8-gpus"))
+    gang = [p for p in report["pods"] if p["podGroup"] == "research/pg-llm-train"]
+    assert len(gang) == 8
+    assert {p["scheduledAt"] for p in gang} == {gang[0]["scheduledAt"]}
+    assert gang[0]["scheduledAt"] is not None
+    claims = report["nodeClaims"]
+    assert {c["nodePool"] for c in claims} == {"gpu"}
+    assert len({c["zone"] for c in claims}) == 1  # a gang comes from one zone
+    assert all(p["completedAt"] == p["scheduledAt"] + 30 * 60 for p in gang)
+
+
+def test_a_kai_gang_of_8_gpu_pods_that_cannot_fit_gets_none() -> None:
+    scenario = bundled_variant("kai-gang-8-gpus", ('nvidia.com/gpu: "16"', 'nvidia.com/gpu: "4"'))
+    report, _ = run(shortened(scenario, 10 * 60))
+    gang = [p for p in report["pods"] if p["podGroup"] == "research/pg-llm-train"]
+    assert len(gang) == 8
+    assert all(p["scheduledAt"] is None for p in gang)
+    assert report["nodeClaims"] == []  # not half a gang: no capacity at all
+    assert report["ec2Instances"] == []
+
+
+def test_an_over_quota_kai_pod_group_gets_no_capacity() -> None:
+    report, _ = run(bundled("kai-over-quota"))
+    serving = pods_of(report, "team-b/")
+    assert len(serving) == 2
+    assert all(p["scheduledAt"] is None for p in serving)
+    nominated = {e["object"] for e in events(report, "Nominated")}
+    assert nominated == {"Pod/team-a/notebook"}  # capacity is bought for team-a only
+    (notebook,) = pods_of(report, "team-a/")
+    assert notebook["scheduledAt"] is not None
+    assert notebook["node"] in {c["node"] for c in report["nodeClaims"]}
+
+
+def test_a_spot_outage_falls_back_to_on_demand() -> None:
+    scenario = bundled("spot-outage")
+    outage = next(s for s in scenario.steps if s.kind == "capacityOutage")
+    report, _ = run(shortened(scenario, 40 * 60))
+    end = outage.at + outage.action.duration  # type: ignore[union-attr]
+    launched = [c for c in report["nodeClaims"] if c["launchedAt"] is not None]
+    during = [c for c in launched if outage.at <= c["launchedAt"] < end]
+    after = [c for c in launched if c["launchedAt"] >= end]
+    assert during
+    assert {c["capacityType"] for c in during} == {"on-demand"}
+    assert after
+    assert {c["capacityType"] for c in after} == {"spot"}
+    assert report["summary"]["launchFailures"] >= 1
+    assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"]
+    waits = [p["scheduledAt"] - p["createdAt"] for p in report["pods"]]
+    assert max(waits) <= BATCH_MAX + scenario.node_startup  # the fallback costs no extra round
+    assert_one_instance_per_claim_and_no_orphan(report)
+
+
+def test_a_controller_restart_in_the_middle_of_launches_leaves_no_duplicate_and_no_orphan() -> None:
+    report, simulation = run(bundled("controller-restart"))
+    assert simulation.world.restarts == 2
+    in_flight = [c for c in report["nodeClaims"] if c["launchedAt"] < 80 < c["initializedAt"]]
+    assert in_flight  # the first restart came after launch, before registration
+    assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"] == 70
+    assert_one_instance_per_claim_and_no_orphan(report)
+
+
+def test_a_crash_between_create_fleet_and_the_status_write_launches_nothing_twice() -> None:
+    launches: list[str] = []
+
+    def crash_on_second_launch(launch: Launch) -> None:
+        launches.append(launch.instance_id)
+        if len(launches) == 2:
+            message = f"crashed after launching {launch.instance_id}"
+            raise ControllerCrash(message)
+
+    scenario = shortened(bundled("controller-restart"), 4 * 60)
+    report, simulation = run(
+        type(scenario)(  # the scenario without its restart steps: the crash is the restart
+            name=scenario.name,
+            region=scenario.region,
+            cluster_name=scenario.cluster_name,
+            duration=scenario.duration,
+            catalog=scenario.catalog,
+            node_startup=scenario.node_startup,
+            steps=tuple(s for s in scenario.steps if s.kind != "restartController"),
+        ),
+        on_launch=crash_on_second_launch,
+    )
+    assert simulation.world.restarts == 1
+    (crash,) = events(report, "ControllerRestarted")
+    assert "crashed after launching" in crash["message"]
+    assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"] == 30
+    assert_one_instance_per_claim_and_no_orphan(report)
+    assert len(report["ec2Instances"]) == len(set(launches))
+
+
+def test_a_malformed_nodepool_gets_a_condition_and_an_event_while_others_keep_working() -> None:
+    report, simulation = run(bundled("malformed-nodepool"))
+    broken = simulation.world.kube.get(NODE_POOLS, "broken")
+    conditions = {c["type"]: c for c in broken["status"]["conditions"]}
+    assert conditions["ValidationSucceeded"]["status"] == "False"
+    assert "spec.weight" in conditions["ValidationSucceeded"]["message"]
+    assert conditions["Ready"]["status"] == "False"
+    (event,) = [
+        e for e in report["events"] if e["object"] == "NodePool/broken" and e["type"] == "Warning"
+    ]
+    assert "spec.template.spec.requirements[0].values" in event["message"]
+    web = pods_of(report, "default/web-")
+    assert len(web) == 30
+    assert all(p["scheduledAt"] is not None for p in web)
+    assert {c["nodePool"] for c in report["nodeClaims"]} == {"general"}
+    batch = pods_of(report, "default/report-")
+    assert len(batch) == 2
+    assert all(p["scheduledAt"] is None for p in batch)
+
+
+@pytest.mark.parametrize("policy", ["jointer", "greedy"])
+def test_the_same_seed_gives_the_same_report(policy: str) -> None:
+    scenario = shortened(bundled("spot-outage"), 10 * 60)
+    first, _ = run(scenario, policy=policy, seed=5)
+    second, _ = run(scenario, policy=policy, seed=5)
+    assert first == second
+
+
+def test_a_spot_interruption_is_handled_before_ec2_reclaims_the_instance() -> None:
+    scenario = shortened(bundled("spot-outage"), 60 * 60)
+    scenario = dataclasses.replace(
+        scenario,
+        steps=tuple(s for s in scenario.steps if s.kind != "capacityOutage"),
+    )
+    report, _ = run(scenario)
+    (warning,) = events(report, "SpotInterruptionWarning")
+    instance_id = warning["message"].split()[1]
+    (instance,) = [i for i in report["ec2Instances"] if i["id"] == instance_id]
+    (claim,) = [c for c in report["nodeClaims"] if c["name"] == instance["nodeClaim"]]
+    assert claim["deletionReason"] == "SpotInterrupted"
+    assert warning["at"] < claim["deletedAt"] < warning["at"] + 120
+    assert instance["terminatedAt"] < warning["at"] + 120  # drained and gone before EC2 took it
+    replacements = [c for c in report["nodeClaims"] if c["launchedAt"] == warning["at"]]
+    assert replacements  # the replacement was launched at once
+    evicted = [e for e in report["evictions"] if e["node"] == claim["node"]]
+    assert evicted  # drained by the controllers (Karpenter's "Evicted pod: <reason>" wording)
+    assert all(warning["at"] <= e["at"] < warning["at"] + 120 for e in evicted)
+    assert report["summary"]["disruptions"]["SpotInterrupted"] == 1
+    assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"]
+    assert_one_instance_per_claim_and_no_orphan(report)

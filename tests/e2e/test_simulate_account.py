@@ -1,0 +1,186 @@
+"""The simulated AWS account (moto on loopback) and the simulated kubelet reading it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cloudprovider.aws.catalog import builtin_catalog
+from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.resource import NODES
+from provisioner.simulation.cloud import Launch, MotoCloud, Outage
+from provisioner.simulation.kubelet import Kubelet
+from provisioner.simulation.objects import condition_true
+from provisioner.simulation.timeline import Timeline
+
+REGION = "us-east-1"
+ZONES = ("us-east-1a", "us-east-1b")
+
+
+@pytest.fixture
+def account() -> Iterator[MotoCloud]:
+    cloud = MotoCloud(timeline=Timeline(), region=REGION, cluster="demo", zones=ZONES, seed=7)
+    cloud.start()
+    try:
+        yield cloud
+    finally:
+        cloud.stop()
+
+
+def fleet(
+    cloud: MotoCloud, capacity_type: str, *types: str, nodeclaim: str = "nc-1"
+) -> dict[str, Any]:
+    ec2 = cloud.client("ec2")
+    ssm = cloud.client("ssm")
+    image = ssm.get_parameter(
+        Name="/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"
+    )["Parameter"]["Value"]
+    names = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
+    if "nodes" not in names:
+        ec2.create_launch_template(
+            LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": image}
+        )
+    overrides = [
+        {"InstanceType": t, "SubnetId": cloud.subnets[zone], "AvailabilityZone": zone}
+        for t in types
+        for zone in ZONES
+    ]
+    tags = {"karpenter.sh/nodeclaim": nodeclaim, "karpenter.sh/nodepool": "default"}
+    result: dict[str, Any] = ec2.create_fleet(
+        Type="instant",
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateName": "nodes",
+                    "Version": "$Latest",
+                },
+                "Overrides": overrides,
+            }
+        ],
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": capacity_type,
+        },
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    return result
+
+
+def test_the_account_is_seeded_like_an_eks_cluster(account: MotoCloud) -> None:
+    ec2 = account.client("ec2")
+    subnets = ec2.describe_subnets(
+        Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["demo"]}]
+    )["Subnets"]
+    assert sorted(s["AvailabilityZone"] for s in subnets) == list(ZONES)
+    groups = ec2.describe_security_groups(
+        Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["demo"]}]
+    )
+    assert len(groups["SecurityGroups"]) == 1
+    ssm = account.client("ssm")
+    arm = ssm.get_parameter(
+        Name="/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/arm64/standard/recommended/image_id"
+    )["Parameter"]["Value"]
+    (image,) = ec2.describe_images(ImageIds=[arm])["Images"]
+    assert image["Architecture"] == "arm64"
+    assert account.queue_url.endswith("/demo")
+
+
+def test_an_outage_fails_covered_offerings_with_insufficient_capacity(account: MotoCloud) -> None:
+    account.outages.append(
+        Outage(start=0, end=600, capacity_type="spot", instance_types=frozenset({"m5.large"}))
+    )
+    result = fleet(account, "spot", "m5.large")
+    assert result["Instances"] == []
+    assert {e["ErrorCode"] for e in result["Errors"]} == {"InsufficientInstanceCapacity"}
+    assert len(result["Errors"]) == len(ZONES)
+    partial = fleet(account, "spot", "m5.large", "c5.large")
+    assert partial["Instances"][0]["InstanceType"] == "c5.large"
+    assert len(partial["Errors"]) == len(ZONES)
+    on_demand = fleet(account, "on-demand", "m5.large")
+    assert on_demand["Instances"][0]["InstanceType"] == "m5.large"
+    assert account.counters.failed_fleets == 1
+    assert len(account.describe()) == 2  # nothing leaked from the failed pools
+
+
+def test_an_outage_ends_in_virtual_time(account: MotoCloud) -> None:
+    account.outages.append(Outage(start=0, end=600, zones=frozenset({"us-east-1a", "us-east-1b"})))
+    assert fleet(account, "on-demand", "m5.large")["Instances"] == []
+    account.timeline.run_until(600)
+    assert fleet(account, "on-demand", "m5.large")["Instances"]
+
+
+def test_launches_and_terminations_are_recorded_in_virtual_time(account: MotoCloud) -> None:
+    account.timeline.run_until(30)
+    instance_id = fleet(account, "spot", "m5.large")["Instances"][0]["InstanceIds"][0]
+    launch = account.launches[instance_id]
+    assert (launch.at, launch.instance_type, launch.capacity_type) == (30, "m5.large", "spot")
+    account.timeline.run_until(90)
+    account.client("ec2").terminate_instances(InstanceIds=[instance_id])
+    assert account.launches[instance_id].terminated_at == 90
+    assert account.nodeclaim_of(account.describe([instance_id])[0]) == "nc-1"
+
+
+def test_a_spot_interruption_reaches_the_queue_through_eventbridge(account: MotoCloud) -> None:
+    account.send_spot_interruption("i-0123456789abcdef0")
+    messages = account.client("sqs").receive_message(
+        QueueUrl=account.queue_url, MaxNumberOfMessages=10
+    )
+    (message,) = messages["Messages"]
+    body = json.loads(message["Body"])
+    assert body["source"] == "aws.ec2"
+    assert body["detail-type"] == "EC2 Spot Instance Interruption Warning"
+    assert body["detail"]["instance-id"] == "i-0123456789abcdef0"
+
+
+def test_the_kubelet_registers_then_readies_a_node(account: MotoCloud) -> None:
+    timeline = account.timeline
+    kube = InMemoryKube(clock=timeline.clock.now)
+    kubelet = Kubelet(
+        timeline=timeline,
+        kube=kube,
+        cloud=account,
+        catalog=builtin_catalog(REGION),
+        node_startup=40,
+        region=REGION,
+    )
+    launched: list[Launch] = []
+    account.on_launch.append(launched.append)
+    result = fleet(account, "on-demand", "g5.xlarge")
+    (instance_id,) = result["Instances"][0]["InstanceIds"]
+    assert [launch.instance_id for launch in launched] == [instance_id]
+    timeline.run_until(30)
+    (node,) = kube.list(NODES).items
+    labels = node["metadata"]["labels"]
+    assert (
+        node["spec"]["providerID"]
+        == f"aws:///{labels['topology.kubernetes.io/zone']}/{instance_id}"
+    )
+    assert labels["node.kubernetes.io/instance-type"] == "g5.xlarge"
+    assert labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert labels["karpenter.sh/nodepool"] == "default"
+    assert labels["kubernetes.io/hostname"] == node["metadata"]["name"]
+    assert {t["key"] for t in node["spec"]["taints"]} == {
+        "karpenter.sh/unregistered",
+        "node.kubernetes.io/not-ready",
+    }
+    assert not condition_true(node, "Ready")
+    assert "nvidia.com/gpu" not in node["status"]["allocatable"]
+    timeline.run_until(40)
+    node = kube.get(NODES, node["metadata"]["name"])
+    assert condition_true(node, "Ready")
+    assert {t["key"] for t in node["spec"]["taints"]} == {"karpenter.sh/unregistered"}
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+    account.client("ec2").terminate_instances(InstanceIds=[instance_id])
+    kubelet.instance_gone(instance_id)
+    assert kube.list(NODES).items == []
+
+
+def test_only_one_simulation_runs_at_a_time(account: MotoCloud) -> None:
+    other = MotoCloud(timeline=Timeline(), region=REGION, cluster="x", zones=ZONES, seed=1)
+    with pytest.raises(RuntimeError, match="another simulation"):
+        other.start()
