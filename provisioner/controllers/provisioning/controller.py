@@ -174,7 +174,12 @@ def _in_flight_node(
 
 
 def _uninitialized_view(node: Node, claim: NodeClaim | None) -> Node:
-    """A managed node not yet initialized, without the taints that will go away."""
+    """A managed node not yet initialized, as it will be once initialized.
+
+    Its startup and ephemeral taints are left out, and its allocatable is the NodeClaim's
+    where the node does not report a resource yet (a GPU device plugin registers
+    ``nvidia.com/gpu`` only after start-up), as Karpenter does until initialization.
+    """
     if node.metadata.labels.get(wk.LABEL_INITIALIZED) == wk.TRUE or claim is None:
         return node
     startup = {(t.key, t.effect) for t in claim.spec.startup_taints}
@@ -185,9 +190,20 @@ def _uninitialized_view(node: Node, claim: NodeClaim | None) -> Node:
         and t.key not in wk.KNOWN_EPHEMERAL_TAINT_KEYS
         and wk.label_domain(t.key) != wk.READINESS_TAINT_DOMAIN
     )
-    if len(kept) == len(node.spec.taints):
+    claimed = claim.status.allocatable if claim.status is not None else None
+    missing = {
+        name: value
+        for name, value in (claimed or {}).items()
+        if name not in node.status.allocatable
+        or _resources({name: node.status.allocatable[name]})[name] == 0
+    }
+    if len(kept) == len(node.spec.taints) and not missing:
         return node
-    return node.model_copy(update={"spec": node.spec.model_copy(update={"taints": kept})})
+    update: dict[str, object] = {"spec": node.spec.model_copy(update={"taints": kept})}
+    if missing:
+        allocatable = {**node.status.allocatable, **missing}
+        update["status"] = node.status.model_copy(update={"allocatable": allocatable})
+    return node.model_copy(update=update)
 
 
 def build_view(
