@@ -48,7 +48,6 @@ NOT_OBSERVABLE: Final = {
     # Called once at start-up by provisioner/app/wiring.py (_build_aws: endpoint, CA, service
     # CIDR, version), which no test drives against moto yet. When one does, the stale-entry
     # check below fails: drop this entry then.
-    "eks:DescribeCluster": "start-up wiring only; not yet exercised against moto",
 }
 
 
