@@ -1,0 +1,181 @@
+"""Memory of the cluster state cache at scale (issue 5: under 500 MB for 5,000 nodes, 50,000 pods).
+
+Builds realistic Node and Pod objects (labels, taints, containers with requests, owner
+references, conditions), feeds them through ``ClusterState.apply_object`` as the informers do,
+and reports the Python heap the cache holds (``tracemalloc``, objects kept alive by the cache
+only: the input dicts are dropped as they are applied) and the process's peak RSS. Runs in a
+forked child so the numbers are its own.
+
+Usage: ``python -m bench.state_memory [--nodes 5000] [--pods 50000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import multiprocessing
+import resource
+import sys
+import tracemalloc
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner.runtime.clock import FakeClock
+from provisioner.state.cluster import ClusterState
+
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+def _node(index: int) -> dict[str, Any]:
+    zone = ZONES[index % len(ZONES)]
+    name = f"ip-10-{index // 250}-{index % 250}-1.ec2.internal"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"node-uid-{index}",
+            "resourceVersion": str(index),
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "m6i.2xlarge",
+                "topology.kubernetes.io/zone": zone,
+                "topology.kubernetes.io/region": "us-east-1",
+                "karpenter.sh/nodepool": "default",
+                "karpenter.sh/capacity-type": "on-demand",
+                "karpenter.sh/registered": "true",
+                "karpenter.sh/initialized": "true",
+                "karpenter.k8s.aws/instance-family": "m6i",
+                "karpenter.k8s.aws/instance-size": "2xlarge",
+            },
+            "annotations": {"karpenter.sh/nodepool-hash": "1234567890"},
+        },
+        "spec": {"providerID": f"aws:///{zone}/i-{index:017x}"},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "58"},
+            "allocatable": {"cpu": "7910m", "memory": "29317Mi", "pods": "58"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+def _pod(index: int, nodes: int) -> dict[str, Any]:
+    app = f"app-{index % 200}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{app}-{index:06d}",
+            "namespace": f"team-{index % 20}",
+            "uid": f"pod-uid-{index}",
+            "resourceVersion": str(index),
+            "labels": {"app": app, "pod-template-hash": "5d8f7c9b6"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{app}-5d8f7c9b6",
+                    "uid": f"rs-{index % 200}",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": f"ip-10-{(index % nodes) // 250}-{(index % nodes) % 250}-1.ec2.internal",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/app:1",
+                    "resources": {
+                        "requests": {"cpu": "250m", "memory": "512Mi"},
+                        "limits": {"memory": "1Gi"},
+                    },
+                }
+            ],
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ],
+            "startTime": "2026-11-01T00:00:00Z",
+        },
+    }
+
+
+def _objects(nodes: int, pods: int) -> Iterator[dict[str, Any]]:
+    for index in range(nodes):
+        yield _node(index)
+    for index in range(pods):
+        yield _pod(index, nodes)
+
+
+def measure(nodes: int, pods: int, *, trace: bool) -> dict[str, float]:
+    """Fill a cache; return its heap (with ``trace``) or the RSS it added, in MiB."""
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if trace:
+        tracemalloc.start()
+    state = ClusterState(clock=FakeClock(datetime(2026, 11, 1, tzinfo=UTC)))
+    for obj in _objects(nodes, pods):
+        state.apply_object(obj)
+    gc.collect()
+    heap = tracemalloc.get_traced_memory()[0] / 2**20 if trace else 0.0
+    if trace:
+        tracemalloc.stop()
+    counts = state.counts()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "nodes": float(counts["nodes"]),
+        "pods": float(counts["pods"]),
+        "heap_mib": heap,
+        "peak_rss_mib": peak,
+        "rss_growth_mib": peak - before,
+    }
+
+
+def _child(queue: Any, nodes: int, pods: int, trace: bool) -> None:
+    queue.put(measure(nodes, pods, trace=trace))
+
+
+def run(nodes: int, pods: int, *, trace: bool = False) -> dict[str, float]:
+    """:func:`measure` in a forked child process."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=_child, args=(queue, nodes, pods, trace))
+    process.start()
+    result: dict[str, float] = queue.get()
+    process.join()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the cache's memory for the given cluster size."""
+    parser = argparse.ArgumentParser(prog="bench.state_memory")
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=50000)
+    args = parser.parse_args(argv)
+    heap = run(args.nodes, args.pods, trace=True)
+    rss = run(args.nodes, args.pods)
+    sys.stdout.write(
+        f"state cache with {rss['nodes']:.0f} nodes and {rss['pods']:.0f} pods: "
+        f"Python heap held {heap['heap_mib']:.0f} MiB (tracemalloc); process RSS grew "
+        f"{rss['rss_growth_mib']:.0f} MiB to {rss['peak_rss_mib']:.0f} MiB (no tracing)\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
