@@ -307,10 +307,13 @@ def _state_lines(memory: dict[str, float] | None) -> list[str]:
     return [
         "## State cache memory",
         "",
-        f"`bench/state_memory.py` fills the cluster state cache with {memory['nodes']:.0f} nodes "
-        f"and {memory['pods']:.0f} pods the way the informers do (target: under 500 MB): the "
-        f"process's resident size grew by {memory['rss_growth_mib']:.0f} MiB to "
-        f"{memory['peak_rss_mib']:.0f} MiB in total.",
+        (
+            f"`bench/state_memory.py` fills the cluster state cache with "
+            f"{memory['nodes']:.0f} nodes and {memory['pods']:.0f} pods the way the informers "
+            "do (target: under 500 MB): the "
+            f"process's resident size grew by {memory['rss_growth_mib']:.0f} MiB to "
+            f"{memory['peak_rss_mib']:.0f} MiB in total."
+        ),
         "",
     ]
 
