@@ -601,6 +601,10 @@ class Driver:
     def _deliver(self, resource: Resource, event: WatchEvent) -> None:
         if self._stop.is_set():
             return
+        if "apiVersion" not in event.object:
+            # list responses leave each item's apiVersion/kind out; the cache keys on them
+            stamped = {"apiVersion": resource.api_version, "kind": resource.kind, **event.object}
+            event = WatchEvent(event.type, stamped)
         try:
             work = self._controllers.handle(resource, event)
         except Exception as error:  # noqa: BLE001 - one bad event must not stop the informer

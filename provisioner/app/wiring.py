@@ -35,7 +35,7 @@ import platform
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import metadata
@@ -62,7 +62,7 @@ from provisioner.app.settings import Settings, SettingsError
 from provisioner.controllers.events import Event, object_ref
 from provisioner.controllers.manager import Manager, WorkItem
 from provisioner.controllers.metrics import Metrics
-from provisioner.kube.errors import NotFoundError
+from provisioner.kube.errors import ForbiddenError, NotFoundError
 from provisioner.kube.informer import DEFAULT_WATCH_TIMEOUT
 from provisioner.kube.leader import (
     LEASE_DURATION,
@@ -72,7 +72,13 @@ from provisioner.kube.leader import (
     LeaderElector,
 )
 from provisioner.kube.protocol import KubeClient, WatchEvent
-from provisioner.kube.resource import EC2_NODE_CLASSES, JOBS, NODE_CLAIMS, Resource
+from provisioner.kube.resource import (
+    EC2_NODE_CLASSES,
+    JOBS,
+    NODE_CLAIMS,
+    POD_GROUP_RESOURCES,
+    Resource,
+)
 from provisioner.runtime.clock import Clock, SystemClock
 from provisioner.runtime.reconciler import Reconciler, Request, Result
 from provisioner.state.cluster import TRACKED_RESOURCES, ClusterState
@@ -374,11 +380,29 @@ class ControllerSet:
         return self.manager.handle(resource, event)
 
 
-def watched_resources(manager: Manager) -> list[Resource]:
-    """What the informers follow: the cache's resources and every reconciler's triggers."""
+def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[Resource]:
+    """What the informers follow.
+
+    The cache's resources, every reconciler's triggers and, given ``kube``, the pod-group kinds
+    the cluster serves (a scheduler's CRD that is not installed is not watched).
+    """
     resources = [*TRACKED_RESOURCES, JOBS]
     resources += [w.resource for r in manager.registrations for w in r.watches]
+    if kube is not None:
+        resources += served_resources(kube, POD_GROUP_RESOURCES)
     return list(dict.fromkeys(resources))
+
+
+def served_resources(kube: KubeClient, candidates: Iterable[Resource]) -> list[Resource]:
+    """The ``candidates`` the API server serves (a list answers) and may be read."""
+    served = []
+    for resource in candidates:
+        try:
+            kube.list(resource)
+        except (NotFoundError, ForbiddenError):
+            continue
+        served.append(resource)
+    return served
 
 
 # -- AWS -----------------------------------------------------------------------------------------
@@ -752,7 +776,7 @@ def build_controller(
         controllers,
         kube,
         clock=clock,
-        resources=watched_resources(manager),
+        resources=watched_resources(manager, kube),
         logger=logger,
         workers=workers,
         watch_timeout=seams.watch_timeout,

@@ -122,6 +122,31 @@ EC2_NODE_CLASSES: Final = Resource(
     "karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False, has_status=True
 )
 
+POD_GROUP_RESOURCES: Final[tuple[Resource, ...]] = (
+    Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False),
+    Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
+    Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.x-k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", namespaced=True),
+    Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", namespaced=True),
+    Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", namespaced=True),
+    Resource("scheduling.k8s.io", "v1alpha1", "workloads", "Workload", namespaced=True),
+    Resource(
+        "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", namespaced=True
+    ),
+    Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True),
+    Resource(
+        "autoscaling.x-k8s.io",
+        "v1",
+        "provisioningrequests",
+        "ProvisioningRequest",
+        namespaced=True,
+    ),
+)
+"""Pod-group, queue and admission objects of the schedulers Jointer understands (optional CRDs:
+a cluster serves the ones its schedulers installed)."""
+
 ALL_RESOURCES: Final[tuple[Resource, ...]] = (
     PODS,
     NODES,
@@ -142,6 +167,7 @@ ALL_RESOURCES: Final[tuple[Resource, ...]] = (
     NODE_CLAIMS,
     NODE_OVERLAYS,
     EC2_NODE_CLASSES,
+    *POD_GROUP_RESOURCES,
 )
 
 _BY_API_VERSION_KIND: Final[dict[tuple[str, str], Resource]] = {

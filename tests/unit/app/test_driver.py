@@ -23,14 +23,21 @@ from structlog.testing import CapturingLogger
 from cloudprovider.fake import FakeCloudProvider
 from provisioner.app.driver import Driver, RateLimiter, WorkQueue
 from provisioner.app.settings import Settings
-from provisioner.app.wiring import watched_resources
+from provisioner.app.wiring import served_resources, watched_resources
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
-from provisioner.kube.errors import GoneError
+from provisioner.kube.errors import GoneError, make_error
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import WatchEvent
-from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
+from provisioner.kube.resource import (
+    NODE_CLAIMS,
+    NODE_POOLS,
+    NODES,
+    POD_GROUP_RESOURCES,
+    PODS,
+    Resource,
+)
 from provisioner.runtime.clock import FakeClock, SystemClock
 from provisioner.runtime.reconciler import Reconciler, Request, Result
 from tests.unit.controllers.harness import TYPES, nodepool, pending_pod
@@ -490,3 +497,15 @@ def test_two_reconcilers_with_one_name_are_refused():
     clock = FakeClock()
     with pytest.raises(ValueError, match="two reconcilers"):
         stub_driver(Stub(Scripted("x", clock), Scripted("x", clock)), clock)
+
+
+def test_pod_group_kinds_are_watched_only_where_served():
+    class _Kube:
+        def list(self, resource, **_):
+            if resource.group != "scheduling.run.ai":
+                raise make_error(404, "NotFound", f"the server could not find {resource}")
+            return []
+
+    served = served_resources(_Kube(), POD_GROUP_RESOURCES)  # type: ignore[arg-type]
+    assert {r.kind for r in served} == {"PodGroup", "Queue"}
+    assert {r.group for r in served} == {"scheduling.run.ai"}
