@@ -36,6 +36,7 @@ from provisioner.controllers.nodeclaim.garbagecollection import (
 )
 from provisioner.controllers.nodeclaim.lifecycle import LifecycleController
 from provisioner.controllers.nodepool.controller import NodePoolController
+from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
@@ -153,28 +154,23 @@ class Manager:
         planner = planner or PlannerConfig(
             policy=policy, time_limit_seconds=settings.solver_budget().total_seconds()
         )
-        self.provisioner = ProvisioningController(
+        ports = Ports(
             state=self.state,
+            kube=kube,
             cloud=cloud,
+            clock=clock,
+            logger=logger,
+            metrics=metrics,
             events=self.events,
+        )
+        self.provisioner = ProvisioningController(
+            ports=ports,
             batcher=Batcher(idle=settings.batch_idle(), max=settings.batch_max()),
             planner=planner,
             region=settings.aws_region,
             nomination_window=max(2 * settings.batch_max(), timedelta(seconds=10)),
-            kube=kube,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
         )
-        self.lifecycle = LifecycleController(
-            state=self.state,
-            cloud=cloud,
-            events=self.events,
-            kube=kube,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-        )
+        self.lifecycle = LifecycleController(ports=ports)
         self.disruption = DisruptionControllers(
             state=self.state,
             kube=kube,
@@ -189,34 +185,12 @@ class Manager:
             interruption=interruption,
         )
         self.termination = TerminationController(
-            state=self.state,
-            cloud=cloud,
-            kube=kube,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-            events=self.events,
+            ports=ports,
             disruption_metrics=self.disruption.metrics,
             config=self.disruption.config,
         )
-        self.nodepools = NodePoolController(
-            state=self.state,
-            cloud=cloud,
-            events=self.events,
-            kube=kube,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-        )
-        self.garbage_collection = GarbageCollectionController(
-            state=self.state,
-            cloud=cloud,
-            interval=gc_interval,
-            kube=kube,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-        )
+        self.nodepools = NodePoolController(ports=ports)
+        self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
         self.registrations: tuple[Registration, ...] = self._registrations()
 
     # -- driver API ---------------------------------------------------------------------------

@@ -39,10 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from structlog.typing import FilteringBoundLogger
-
 from cloudprovider.errors import CloudProviderError, NodeClaimNotFoundError
-from cloudprovider.protocol import CloudProvider
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.core import Node, Pod
@@ -58,13 +55,13 @@ from provisioner.controllers.disruption.facts import (
 )
 from provisioner.controllers.disruption.marks import taint_node
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
-from provisioner.controllers.events import Event, EventRecorder
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.events import Event
 from provisioner.controllers.nodeclaim.status import (
     get_claim,
     patch_claim_status,
     update_with_version,
 )
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import (
     ConflictError,
     KubeApiError,
@@ -73,11 +70,9 @@ from provisioner.kube.errors import (
     TooManyRequestsError,
 )
 from provisioner.kube.event import format_time, parse_time
-from provisioner.kube.protocol import JsonObject, KubeClient
+from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS, NODES, PODS
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["DRAIN_POLL", "INSTANCE_POLL", "TerminationController", "drain_tier"]
 
@@ -118,17 +113,12 @@ class _Backoff:
     until: datetime
 
 
-class TerminationController:
+class TerminationController(ControllerBase):
     """Finishes the deletion of NodeClaims (and their Nodes) that carry the finalizer.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
-        events: the event recorder (drain events); none are written without it.
+        ports: what the controller acts through (cache, API, cloud, clock, logs, metrics,
+            events).
         disruption_metrics: drain counters; not recorded without them.
         config: protections (operator-listed non-preemptible PriorityClasses).
     """
@@ -138,23 +128,11 @@ class TerminationController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder | None = None,
+        ports: Ports,
         disruption_metrics: DisruptionMetrics | None = None,
         config: DisruptionConfig | None = None,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
-        self._events = events
+        super().__init__(ports, NAME)
         self._dmetrics = disruption_metrics
         self._config = config or DisruptionConfig()
         self._backoff: dict[str, _Backoff] = {}
@@ -400,8 +378,6 @@ class TerminationController:
             ).inc()
 
     def _publish(self, events: Sequence[Event]) -> None:
-        if self._events is None:
-            return
         for event in events:
             self._events.publish(event)
 

@@ -13,20 +13,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Final
 
-from structlog.typing import FilteringBoundLogger
-
 from cloudprovider.errors import CloudProviderError, NodeClaimNotFoundError
-from cloudprovider.protocol import CloudNodeClaim, CloudProvider
+from cloudprovider.protocol import CloudNodeClaim
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.nodeclaim import NodeClaim
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import KubeApiError
-from provisioner.kube.protocol import KubeClient
 from provisioner.kube.resource import NODE_CLAIMS
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["GC_INTERVAL", "ORPHAN_MIN_AGE", "GarbageCollectionController"]
 
@@ -40,16 +35,12 @@ LAUNCHED_MIN_AGE: Final = timedelta(seconds=10)
 NOT_SYNCED_REQUEUE: Final = timedelta(seconds=1)
 
 
-class GarbageCollectionController:
+class GarbageCollectionController(ControllerBase):
     """Deletes NodeClaims without instances and instances without NodeClaims.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
+        ports: what the controller acts through (cache, API, cloud, clock, logs, metrics,
+            events).
         interval: how often to run.
     """
 
@@ -58,20 +49,10 @@ class GarbageCollectionController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
+        ports: Ports,
         interval: timedelta = GC_INTERVAL,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
+        super().__init__(ports, NAME)
         self._interval = interval
 
     def reconcile(self, request: Request) -> Result:

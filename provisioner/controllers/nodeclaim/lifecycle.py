@@ -22,37 +22,33 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Final
 
-from structlog.typing import FilteringBoundLogger
-
 from cloudprovider.errors import (
     CloudProviderError,
     CreateError,
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
-from cloudprovider.protocol import CloudNodeClaim, CloudProvider, LaunchRequest, NodeClassRef
+from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodeClassRef
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
 from provisioner.apis.core import Node
 from provisioner.apis.core import Taint as CoreTaint
 from provisioner.apis.nodeclaim import NodeClaim
-from provisioner.controllers.events import EventRecorder, insufficient_capacity, nodeclass_not_ready
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.events import insufficient_capacity, nodeclass_not_ready
 from provisioner.controllers.nodeclaim.status import (
     get_claim,
     patch_claim_status,
     update_with_version,
 )
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import KubeApiError, NotFoundError
-from provisioner.kube.protocol import JsonObject, KubeClient
+from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS, NODES
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result, min_result
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import format_resource_list
-from provisioner.state.cluster import ClusterState
 
 __all__ = [
     "LAUNCH_RETRY",
@@ -90,17 +86,12 @@ def _core_taints(taints: tuple[Any, ...]) -> tuple[CoreTaint, ...]:
     return tuple(CoreTaint.model_validate(to_wire(t)) for t in taints)
 
 
-class LifecycleController:
+class LifecycleController(ControllerBase):
     """Runs launch, registration, initialization and liveness for one NodeClaim per request.
 
     Args:
-        state: the cluster state cache (nodes by providerID).
-        kube: the Kubernetes port.
-        cloud: the cloud provider.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
-        events: the event recorder.
+        ports: what the controller acts through (cache, API, cloud, clock, logs, metrics,
+            events).
     """
 
     name: Final = NAME
@@ -108,21 +99,9 @@ class LifecycleController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder,
+        ports: Ports,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
-        self._events = events
+        super().__init__(ports, NAME)
         self._launched: dict[str, CloudNodeClaim] = {}  # NodeClaim uid -> launched instance
         self._lock = threading.Lock()
 

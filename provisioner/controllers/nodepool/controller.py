@@ -21,20 +21,17 @@ from datetime import timedelta
 from typing import Any, Final
 
 import pydantic
-from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.errors import CloudProviderError
-from cloudprovider.protocol import CloudProvider, NodeClassRef, NodePoolRef
+from cloudprovider.protocol import NodeClassRef, NodePoolRef
 from provisioner.apis import conditions as cond
 from provisioner.apis.base import to_wire
 from provisioner.apis.conditions import Condition
 from provisioner.apis.nodepool import NodePool
-from provisioner.controllers.events import EventRecorder, nodepool_invalid, object_ref
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.events import nodepool_invalid, object_ref
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import KubeApiError
-from provisioner.kube.protocol import KubeClient
 from provisioner.kube.resource import NODE_POOLS
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.resources import format_resource_list
@@ -74,17 +71,12 @@ def pool_usage(state: ClusterState, nodepool: str) -> tuple[dict[str, int], int]
     return usage, count
 
 
-class NodePoolController:
+class NodePoolController(ControllerBase):
     """Keeps each NodePool's conditions and status resources current.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider (is the NodeClass usable?).
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
-        events: the event recorder.
+        ports: what the controller acts through (cache, API, cloud, clock, logs, metrics,
+            events).
     """
 
     name: Final = NAME
@@ -92,21 +84,9 @@ class NodePoolController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder,
+        ports: Ports,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
-        self._events = events
+        super().__init__(ports, NAME)
 
     def reconcile(self, request: Request) -> Result:
         """Validate the NodePool ``request.name``, set its conditions and count its usage."""

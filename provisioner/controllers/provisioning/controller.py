@@ -20,19 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from structlog.typing import FilteringBoundLogger
-
 from cloudprovider.errors import CloudProviderError
 from cloudprovider.instancetype import InstanceType
-from cloudprovider.protocol import CloudProvider, NodeClassRef, NodePoolRef
+from cloudprovider.protocol import NodeClassRef, NodePoolRef
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
 from provisioner.apis.conditions import CONDITION_READY, STATUS_FALSE
 from provisioner.apis.core import Node, NodeSpec, NodeStatus, ObjectMeta, Pod, Taint
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_hash
-from provisioner.controllers.events import EventRecorder, failed_scheduling, nominated
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.events import failed_scheduling, nominated
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.cluster import ClusterView, is_terminal
 from provisioner.controllers.provisioning.offerings import (
@@ -44,15 +42,14 @@ from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
 from provisioner.kube.errors import KubeApiError
-from provisioner.kube.protocol import JsonObject, KubeClient
+from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS
 from provisioner.podgroups import build_context, detect_group, karpenter_ignore_reason
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirement, Requirements
 from provisioner.scheduling.resources import format_resource_list, subtract
-from provisioner.state.cluster import NOMINATION_WINDOW, ClusterState, Snapshot
+from provisioner.state.cluster import NOMINATION_WINDOW, Snapshot
 
 __all__ = [
     "NOT_SYNCED_REQUEUE",
@@ -411,17 +408,12 @@ class _Step:
     snapshot: Snapshot
 
 
-class ProvisioningController:
+class ProvisioningController(ControllerBase):
     """The ``provisioner`` singleton: batch, plan, create NodeClaims, nominate.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider (instance types only; launching is the lifecycle's job).
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
-        events: the event recorder.
+        ports: what the controller acts through (cache, API, cloud, clock, logs, metrics,
+            events).
         batcher: the batch window.
         planner: planner settings.
         region: the region label value for templates.
@@ -433,25 +425,13 @@ class ProvisioningController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder,
+        ports: Ports,
         batcher: Batcher | None = None,
         planner: PlannerConfig | None = None,
         region: str = "",
         nomination_window: timedelta = NOMINATION_WINDOW,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
-        self._events = events
+        super().__init__(ports, NAME)
         self.batcher = batcher or Batcher()
         self._planner = planner or PlannerConfig()
         self._region = region

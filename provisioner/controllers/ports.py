@@ -1,0 +1,42 @@
+"""The ports every controller acts through, built once by the manager and shared."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from structlog.typing import FilteringBoundLogger
+
+from cloudprovider.protocol import CloudProvider
+from provisioner.controllers.events import EventRecorder
+from provisioner.controllers.metrics import Metrics
+from provisioner.kube.protocol import KubeClient
+from provisioner.runtime.clock import Clock
+from provisioner.state.cluster import ClusterState
+
+__all__ = ["ControllerBase", "Ports"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ports:
+    """The cluster state cache, the Kubernetes and cloud ports, the clock, logs, metrics, events."""
+
+    state: ClusterState
+    kube: KubeClient
+    cloud: CloudProvider
+    clock: Clock
+    logger: FilteringBoundLogger
+    metrics: Metrics
+    events: EventRecorder
+
+
+class ControllerBase:
+    """Keeps the ports under the names the controllers use; binds the ``controller`` log field."""
+
+    def __init__(self, ports: Ports, name: str) -> None:
+        self._state = ports.state
+        self._kube = ports.kube
+        self._cloud = ports.cloud
+        self._clock = ports.clock
+        self._log = ports.logger.bind(controller=name)
+        self._metrics = ports.metrics
+        self._events = ports.events
