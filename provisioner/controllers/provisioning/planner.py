@@ -103,6 +103,7 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
     budgets = _limit_budgets(build, [build.options[b.bin_type] for b in solution.new_bins])
     fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
+    launchable = _by_launch_target(build.options)
     for index, new_bin in enumerate(solution.new_bins):
         option = build.options[new_bin.bin_type]
         pods = [
@@ -119,7 +120,7 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
             option,
             pods,
             allowed,
-            build.options,
+            launchable[_launch_target(option)],
             budget=budgets[index],
             fractions=tuple(fractions),
         )
@@ -221,25 +222,35 @@ def _take(queues: dict[str, list[PodFacts]], key: str, count: int) -> list[PodFa
     return taken
 
 
+def _launch_target(option: Option) -> tuple[str, str, str]:
+    return (option.pool.name, option.offering.zone, option.offering.capacity_type)
+
+
+def _by_launch_target(options: Mapping[str, Option]) -> dict[tuple[str, str, str], list[Option]]:
+    """Options grouped by what one NodeClaim launch shares: pool, zone and capacity type."""
+    groups: dict[tuple[str, str, str], list[Option]] = {}
+    for option in options.values():
+        groups.setdefault(_launch_target(option), []).append(option)
+    return groups
+
+
 def _node_claim(
     index: int,
     chosen: Option,
     pods: Sequence[PodFacts],
     allowed: Sequence[frozenset[str]],
-    options: Mapping[str, Option],
+    options: Sequence[Option],
     *,
     budget: Mapping[str, int] | None = None,
     fractions: tuple[int, ...] = (),
 ) -> NodeClaimPlan | str:
     """The NodeClaim for one new bin, or the reason it cannot be launched."""
     pod_requests = add(*(pod.requests for pod in pods)) if pods else {}
+    common = frozenset.intersection(*allowed) if allowed else frozenset()
     candidates = [
         option
-        for option in options.values()
-        if option.pool.name == chosen.pool.name
-        and option.offering.zone == chosen.offering.zone
-        and option.offering.capacity_type == chosen.offering.capacity_type
-        and all(option.id in ids for ids in allowed)
+        for option in options
+        if option.id in common
         and fits(pod_requests, option.capacity)
         and _within(option, budget)
         and _fractions_fit(fractions, option, pod_requests.get(GPU, 0))
