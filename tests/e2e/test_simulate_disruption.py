@@ -23,11 +23,13 @@ VOLUNTARY = ("Empty", "Underutilized", "Drifted")
 
 
 def _hourly_cost(report: dict[str, Any], at: float) -> float:
-    return sum(
-        instance["pricePerHour"]
-        for instance in report["ec2Instances"]
-        if instance["launchedAt"] <= at
-        and (instance["terminatedAt"] is None or instance["terminatedAt"] > at)
+    return float(
+        sum(
+            instance["pricePerHour"]
+            for instance in report["ec2Instances"]
+            if instance["launchedAt"] <= at
+            and (instance["terminatedAt"] is None or instance["terminatedAt"] > at)
+        )
     )
 
 
