@@ -1,9 +1,12 @@
-"""Issue 6 acceptance through `jointer simulate`: consolidation after a scale-down.
+"""Issue 6 acceptance through `jointer simulate`.
 
-The bundled 0→200 scenario, scaled down to 60 replicas at 30 minutes: within 15 virtual minutes
-consolidation must cut the hourly cost of the running instances by at least 40%, while at no
-instant more nodes are being disrupted than the NodePool's default budget (10% of its nodes,
-rounded up) allows.
+* The bundled 0→200 scenario, scaled down to 60 replicas at 30 minutes: within 15 virtual
+  minutes consolidation must cut the hourly cost of the running instances by at least 40%,
+  while at no instant more nodes are being disrupted than the NodePool's default budget (10% of
+  its nodes, rounded up) allows.
+* `protected-workloads`: consolidation runs, but never evicts a do-not-disrupt pod or a member of
+  a non-preemptible KAI gang, never deletes a node hosting one, and never takes the API
+  Deployment below its PodDisruptionBudget.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import bundled_variant, run, shortened
+from tests.e2e.conftest import bundled, bundled_variant, run, shortened
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
 
 SCALE_DOWN_AT = 30 * 60
 WINDOW = 15 * 60
 VOLUNTARY = ("Empty", "Underutilized", "Drifted")
+API_MIN_AVAILABLE = 7  # the PodDisruptionBudget of examples/scenarios/protected-workloads.yaml
 
 
 def _hourly_cost(report: dict[str, Any], at: float) -> float:
@@ -78,3 +82,35 @@ def test_a_scale_down_from_200_to_60_is_consolidated_within_budget() -> None:
     for at in moments:
         allowed = max(1, math.ceil(0.1 * _live_claims(report, at - 1e-6)))
         assert _disrupting(report, at) <= allowed, (at, _disrupting(report, at), allowed)
+
+
+def test_consolidation_never_touches_protected_pods_gangs_or_pdbs() -> None:
+    report, _ = run(bundled("protected-workloads"))
+
+    assert sum(report["summary"]["disruptions"].values()) >= 1
+    evicted = {e["pod"] for e in report["evictions"]}
+    protected = [
+        p["name"]
+        for p in report["pods"]
+        if p["name"].startswith(("finance/ledger-", "research/etl-"))
+    ]
+    assert len(protected) == 8
+    assert not evicted & set(protected)
+    hosts = {p["node"] for p in report["pods"] if p["name"] in protected}
+    for claim in report["nodeClaims"]:
+        if claim["node"] in hosts:
+            assert claim["deletedAt"] is None, claim
+
+    api = [p for p in report["pods"] if p["name"].startswith("web/api-")]
+    first_eviction: dict[str, float] = {}
+    for eviction in report["evictions"]:
+        first_eviction.setdefault(eviction["pod"], eviction["at"])
+    for at in sorted(set(first_eviction.values())):
+        available = sum(
+            1
+            for p in api
+            if p["scheduledAt"] is not None
+            and p["scheduledAt"] <= at
+            and first_eviction.get(p["name"], float("inf")) > at
+        )
+        assert available >= API_MIN_AVAILABLE, (at, available)
