@@ -41,13 +41,14 @@ def scenario(*steps: dict[str, Any], **spec: Any) -> dict[str, Any]:
 SCENARIO_FILES = sorted(p for p in SCENARIOS.glob("*.yaml") if p.name != "nodeclass.yaml")
 
 
-def test_the_six_scenarios_are_bundled() -> None:
+def test_the_acceptance_scenarios_are_bundled() -> None:
     assert [p.stem for p in SCENARIO_FILES] == [
         "controller-restart",
         "deployment-0-to-200",
         "kai-gang-8-gpus",
         "kai-over-quota",
         "malformed-nodepool",
+        "protected-workloads",
         "spot-outage",
     ]
 
