@@ -125,6 +125,38 @@ _FULL_LP_NONZEROS = 6_000
 """Fluid LPs up to this size are solved whole; larger ones by adding offerings as needed."""
 
 
+def resource_bound(problem: Problem, demand: Mapping[str, int]) -> int:
+    """A cheap lower bound in micro-dollars for placing ``demand`` (pods per class) on new bins.
+
+    Any plan buys at least the total demand ``D_r`` of every resource ``r``, and a bin of type
+    ``t`` supplies at most ``capacity_t[r]`` of it for ``price_t``; so every plan costs at least
+    ``max_r D_r * min_t price_t / capacity_t[r]`` over the bin types some class may use. Weak,
+    but computed in one pass, and never 0 when something must be bought: it stands in when the
+    fluid LP runs out of time.
+    """
+    totals: dict[str, int] = {}
+    usable: set[str] = set()
+    for c in problem.classes:
+        count = demand.get(c.key, 0)
+        if count <= 0:
+            continue
+        usable |= c.allowed_bin_types
+        for name, amount in c.demand.items():
+            totals[name] = totals.get(name, 0) + amount * count
+    best = 0
+    for name, total in totals.items():
+        if total <= 0:
+            continue
+        ratios = [
+            b.price_micros / b.capacity[name]
+            for b in problem.bin_types
+            if b.id in usable and b.capacity.get(name, 0) > 0
+        ]
+        if ratios:
+            best = max(best, math.floor(total * min(ratios)))
+    return best
+
+
 def fluid_bound(
     problem: Problem, demand: Mapping[str, int], *, deadline: float | None = None
 ) -> int:

@@ -52,7 +52,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from solver.bounds import fluid_bound, hostname_caps
+from solver.bounds import fluid_bound, hostname_caps, resource_bound
 from solver.colgen import (
     Pattern,
     generate,
@@ -510,7 +510,10 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     if not any(demand.values()):
         return done(greedy, 0, Status.OPTIMAL)
     # the bound may run past the adaptive budget, but not by more than a second
-    fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
+    fluid = max(
+        fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0)),
+        resource_bound(filtered, demand),
+    )
     log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
         return done(greedy, fluid, Status.GREEDY)

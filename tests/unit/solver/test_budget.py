@@ -1,12 +1,14 @@
 import pytest
+from hypothesis import given, settings
 
-from solver.bounds import fluid_bound
+from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
 from solver.cpsat import budget_seconds, solve
 from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
 from solver.problem import AntiAffinity, Problem, TopologyKey
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
+from tests.unit.solver.strategies import problems
 from tests.unit.solver.synthetic import diverse
 
 
@@ -44,3 +46,16 @@ def test_relaxed_fluid_bound_is_valid_on_a_large_catalog():
     g = karpenter_ffd(p)
     bound = fluid_bound(p, g.new_counts())
     assert 0 < bound <= g.cost_micros
+
+
+@settings(max_examples=60)
+@given(problems())
+def test_resource_bound_never_exceeds_a_feasible_plan(problem):
+    for plan in (karpenter_ffd(problem), cost_aware_ffd(problem)):
+        assert 0 <= resource_bound(problem, plan.new_counts()) <= plan.cost_micros
+
+
+def test_resource_bound_is_positive_when_something_must_be_bought():
+    # ten 1-cpu pods on 4-cpu bins at 400: at least 10 cpu at 100 per cpu
+    p = Problem((bt("t", 4000, 16384, 400),), (pc("a", 10, 1000, 128, ["t"]),))
+    assert resource_bound(p, {"a": 10}) == 1000
