@@ -153,7 +153,7 @@ def build_problem(view: ClusterView) -> Build:
         existing=tuple(_solver_existing(bin_, resource_names) for bin_ in existing.values()),
         gangs=tuple(gangs),
         topology=tuple(topology),
-        limits=tuple(_limits(view, options_by_id, resource_names)),
+        limits=tuple(_limits(view, resource_names)),
         pool_weights={pool.name: pool.weight for pool in view.pools},
         gpu_resource=GPU,
     )
@@ -945,10 +945,7 @@ def _undominated(members: Sequence[Option], names: Sequence[str]) -> list[Option
 # --- limits ----------------------------------------------------------------------------------
 
 
-def _limits(
-    view: ClusterView, options: Mapping[str, Option], names: Sequence[str]
-) -> list[PoolLimit]:
-    del options
+def _limits(view: ClusterView, names: Sequence[str]) -> list[PoolLimit]:
     limits: list[PoolLimit] = []
     for pool in view.pools:
         if pool.limits is None:

@@ -8,7 +8,7 @@ offerings — are done per signature and cached, not per pod.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from provisioner.apis import labels as wk
@@ -21,7 +21,7 @@ from provisioner.apis.core import (
 )
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity
 from provisioner.scheduling.quantity import QuantityError
-from provisioner.scheduling.requirements import RequirementError, Requirements
+from provisioner.scheduling.requirements import Requirement, RequirementError, Requirements
 from provisioner.scheduling.resources import pod_requests, with_pod_slot
 from provisioner.scheduling.taints import TaintError, Toleration
 
@@ -37,13 +37,6 @@ __all__ = [
 
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
 TOPOLOGY_KEYS: Final = frozenset({wk.LABEL_ZONE, wk.LABEL_HOSTNAME})
-_BETA_LABELS: Final = {
-    "failure-domain.beta.kubernetes.io/zone": wk.LABEL_ZONE,
-    "failure-domain.beta.kubernetes.io/region": wk.LABEL_REGION,
-    "beta.kubernetes.io/arch": wk.LABEL_ARCH,
-    "beta.kubernetes.io/os": wk.LABEL_OS,
-    "beta.kubernetes.io/instance-type": wk.LABEL_INSTANCE_TYPE,
-}
 
 
 class PodError(ValueError):
@@ -138,9 +131,6 @@ class PodFacts:
     label_key: tuple[tuple[str, str], ...] = ()
 
 
-_SIGNATURES: Final[dict[str, Signature]] = {}
-
-
 def pod_facts(pod: Pod, *, cache: dict[str, Signature] | None = None) -> PodFacts:
     """Read ``pod`` into :class:`PodFacts`.
 
@@ -216,16 +206,15 @@ def _signature_key(pod: Pod) -> str:
 
 
 def _normalise(requirements: Requirements) -> Requirements:
-    if not any(key in _BETA_LABELS for key in requirements):
+    if not any(key in wk.NORMALIZED_LABELS for key in requirements):
         return requirements
     return Requirements(
-        _rekey(requirement, _BETA_LABELS.get(key, key)) for key, requirement in requirements.items()
+        _rekey(requirement, wk.NORMALIZED_LABELS.get(key, key))
+        for key, requirement in requirements.items()
     )
 
 
-def _rekey(requirement: Any, key: str) -> Any:
-    from dataclasses import replace  # noqa: PLC0415 - rare path
-
+def _rekey(requirement: Requirement, key: str) -> Requirement:
     return replace(requirement, key=key)
 
 
