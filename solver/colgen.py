@@ -11,22 +11,25 @@ with ``d`` the pods to place on new bins (the warm start's) and ``M`` a penalty 
 offering's price. Pricing: for each offering, a greedy knapsack fills classes by
 ``pi_c / size_ct`` (then by ``pi_c``) respecting resources, hostname caps and GPU devices;
 patterns with negative reduced cost join ``P``. The loop stops when no pattern prices out, after
-``rounds`` rounds, or at the deadline; the bound is ``bounds.farley_bound`` on the last duals
+``rounds`` rounds, or at the deadline; the bound is the Farley bound (``proven_bound``) on the
+last duals
 (valid even when stopped early). Seed patterns come from the greedy plans, so the integer master
 (``solver.cpsat``) can always reproduce them.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
-from solver.bounds import farley_bound, fast_knapsack_upper, hostname_caps
+from solver.bounds import hostname_caps, knapsack_upper
+from solver.pricing import UpperIndex
 from solver.problem import (
     GPU_MILLI,
     BinType,
@@ -165,9 +168,26 @@ def _size(t: BinType, c: PodClass) -> float:
 
 
 def price_patterns(
-    problem: Problem, t: BinType, duals: Mapping[str, float], demand: Mapping[str, int]
+    problem: Problem,
+    t: BinType,
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+    *,
+    exact: bool = True,
 ) -> list[Pattern]:
-    """Return heuristic patterns of offering ``t`` that are valuable under ``duals``."""
+    """Return heuristic (with ``exact`` also knapsack-optimal) patterns of ``t`` for ``duals``."""
+    return _price(problem, t, duals, demand, exact=exact)[0]
+
+
+def _price(
+    problem: Problem,
+    t: BinType,
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+    *,
+    exact: bool,
+) -> tuple[list[Pattern], float | None]:
+    """Return patterns of ``t`` and a proven upper bound on any pattern's value (or None)."""
     classes = [
         c
         for c in problem.classes
@@ -189,12 +209,43 @@ def price_patterns(
             f.add(c, demand[c.key])
         if f.counts:
             out.append(f.pattern())
-    exact = [c for c in classes if c.key not in needs]
-    if exact and len(exact) <= _EXACT_MAX and not any(c.gpu_fraction_milli for c in exact):
-        p = exact_pattern(problem, t, exact, duals, demand)
-        if p is not None:
-            out.append(p)
-    return out
+    upper = None
+    if exact and classes and len(classes) <= _EXACT_MAX:
+        found = _exact(problem, t, classes, duals, demand)
+        if found is not None:
+            pattern, upper = found
+            if pattern is not None and not any(k in needs for k, _ in pattern.counts):
+                packed = _with_devices(problem, t, pattern)
+                if packed is not None:
+                    out.append(packed)
+    return out, upper
+
+
+def _with_devices(problem: Problem, t: BinType, p: Pattern) -> Pattern | None:
+    """Return ``p`` with its fractional pods packed on GPU devices (None: they do not fit).
+
+    Whole-GPU pods take devices first; fractions go first-fit-decreasing onto the rest.
+    """
+    classes = {c.key: c for c in problem.classes}
+    fractional = [(k, n) for k, n in p.counts if classes[k].gpu_fraction_milli]
+    if not fractional:
+        return p
+    whole = sum(classes[k].demand.get(problem.gpu_resource, 0) * n for k, n in p.counts)
+    free = [0] * max(0, t.capacity.get(problem.gpu_resource, 0) - whole)
+    per: dict[str, list[int]] = {k: [0] * len(free) for k, _ in fractional}
+    order = sorted(fractional, key=lambda kn: (-classes[kn[0]].gpu_fraction_milli, kn[0]))
+    for k, n in order:
+        size = classes[k].gpu_fraction_milli
+        for _ in range(n):
+            d = next((d for d, u in enumerate(free) if u + size <= GPU_MILLI), None)
+            if d is None:
+                return None
+            free[d] += size
+            per[k][d] += 1
+    devices = tuple(
+        sorted((k, tuple(v[: max(i for i, x in enumerate(v) if x) + 1])) for k, v in per.items())
+    )
+    return Pattern(p.bin_type, p.counts, devices)
 
 
 _EXACT_MAX = 60
@@ -214,13 +265,43 @@ def exact_pattern(
     resource of ``t``, the hostname caps and ``demand``. A short deterministic budget keeps it
     reproducible; the best pattern found is returned even when not proven optimal.
     """
+    found = _exact(problem, t, classes, duals, demand)
+    return found[0] if found is not None else None
+
+
+def _exact(
+    problem: Problem,
+    t: BinType,
+    classes: list[PodClass],
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+) -> tuple[Pattern | None, float] | None:
+    """Solve the pattern knapsack of ``t`` over ``classes``; return (pattern, upper bound).
+
+    Fractional GPU pods count against the bin's GPUs in milli-GPUs and co-location needs are
+    ignored: a relaxation, so the bound holds for every pattern; callers check the pattern
+    itself (``_with_devices``, needy carriers) before using it.
+
+    The objective is the duals scaled to integers (``round(pi_c / top * 1e6)``); rounding
+    moves each pod's weight by at most half a unit, so the true optimum is at most the scaled
+    CP-SAT bound plus half a unit per pod a bin can hold, scaled back.
+    """
     m = cp_model.CpModel()
     top = max(duals[c.key] for c in classes)
     a = {c.key: m.new_int_var(0, demand[c.key], "") for c in classes}
-    for r in sorted({r for c in classes for r in c.demand}):
+    gpu = problem.gpu_resource
+    for r in sorted({r for c in classes for r in c.demand} - {gpu}):
         terms = [c.demand[r] * a[c.key] for c in classes if c.demand.get(r, 0) > 0]
         if terms:
             m.add(sum(terms) <= t.capacity.get(r, 0))
+    # whole GPUs and fractions share the bin's GPUs: a relaxation of the per-device rule
+    milli = [
+        (GPU_MILLI * c.demand.get(gpu, 0) + c.gpu_fraction_milli) * a[c.key]
+        for c in classes
+        if c.demand.get(gpu, 0) or c.gpu_fraction_milli
+    ]
+    if milli:
+        m.add(sum(milli) <= GPU_MILLI * t.capacity.get(gpu, 0))
     for gid, cap in hostname_caps(problem).items():
         group = [a[c.key] for c in classes if gid in c.topology]
         if group:
@@ -230,10 +311,20 @@ def exact_pattern(
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = 0.05
-    if solver.solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    status = solver.solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
+    most = sum(_most(t, c, demand[c.key]) for c in classes)
+    upper = (solver.best_objective_bound + 0.5 * most + 1) * top / 1e6
     counts = tuple(sorted((k, solver.value(v)) for k, v in a.items() if solver.value(v) > 0))
-    return Pattern(t.id, counts) if counts else None
+    return (Pattern(t.id, counts) if counts else None), upper
+
+
+def _most(t: BinType, c: PodClass, demand: int) -> int:
+    """Return how many pods of ``c`` one bin of ``t`` could hold at most (by resources)."""
+    return min(
+        [demand] + [t.capacity.get(r, 0) // v for r, v in c.demand.items() if v > 0],
+    )
 
 
 def _size2(t: BinType, c: PodClass) -> float:
@@ -255,9 +346,11 @@ class ColumnGenerationResult:
     rounds: int
     converged: bool = False
     """No pattern priced out (heuristic pricing) before the deadline."""
+    support: list[Pattern] = field(default_factory=list)
+    """Columns of the final LP solution, with their copies on identical offerings."""
 
 
-def generate(  # noqa: C901 - one loop with its stopping rules
+def generate(
     problem: Problem,
     demand: Mapping[str, int],
     seeds: list[Pattern],
@@ -266,7 +359,13 @@ def generate(  # noqa: C901 - one loop with its stopping rules
     deadline: float | None,
     bound_deadline: float | None = None,
 ) -> ColumnGenerationResult:
-    """Run column generation from ``seeds`` and return the patterns and the Farley bound.
+    """Run column generation from ``seeds`` and return the patterns and a valid lower bound.
+
+    Each round solves the master LP and prices offering groups in order of promise (price
+    over the cheap knapsack upper bound): exact knapsacks for the first few, greedy fillers
+    for the rest, until enough groups gave improving patterns (partial pricing). The bound is
+    the Farley bound of the last duals with exact knapsack values where they are cheap
+    (``proven_bound``), so it equals the LP value once no pattern prices out.
 
     Args:
         problem: the problem (pool weights already applied).
@@ -274,44 +373,152 @@ def generate(  # noqa: C901 - one loop with its stopping rules
         seeds: initial patterns (e.g. from the greedy plans).
         rounds: maximum pricing rounds (deterministic budget).
         deadline: ``time.monotonic()`` value after which to stop pricing, or ``None``.
-        bound_deadline: no Farley bound is computed after this (the bound is then 0).
+        bound_deadline: no bound is computed after this (the bound is then 0).
     """
     types = {t.id: t for t in problem.bin_types}
     pats: dict[Pattern, None] = dict.fromkeys(seeds)
     demand = {k: v for k, v in demand.items() if v > 0}
     groups = type_groups(problem)
-    duals: dict[str, float] = {}
-    value = 0.0
+    index = UpperIndex(problem, [rep for rep, _ in groups], demand)
     done = 0
     converged = False
     for done in range(1, rounds + 1):  # noqa: B007 - reported below
-        duals, value = _solve_master(problem, types, list(pats), demand)
-        new = 0
-        for rep, members in groups:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            if fast_knapsack_upper(problem, rep, duals, demand) <= rep.price_micros * (1 + 1e-6):
-                continue
-            for p in price_patterns(problem, rep, duals, demand):
-                if rep.price_micros - _value(p, duals) >= -1e-6 * rep.price_micros:
-                    continue
-                for t in members:
-                    q = Pattern(t.id, p.counts, p.devices)
-                    if q not in pats:
-                        pats[q] = None
-                        new += 1
+        duals, _ = _solve_master(problem, types, list(pats), demand)
+        new, complete = _pricing_round(problem, (groups, index), duals, demand, pats, deadline)
+        if new == 0 and complete:
+            # the heuristics found nothing: price exactly before calling it converged
+            new, complete = _pricing_round(
+                problem, (groups, index), duals, demand, pats, deadline, exact=_ALL
+            )
         if new == 0:
-            converged = deadline is None or time.monotonic() <= deadline
+            converged = complete
             break
         if deadline is not None and time.monotonic() > deadline:
             break
     if not demand:
         return ColumnGenerationResult(list(pats), 0, 0.0, 0, converged=True)
-    duals, value = _solve_master(problem, types, list(pats), demand)
+    columns = list(pats)
+    duals, value, xs = master_lp(problem, types, columns, demand)
     bound = 0
     if bound_deadline is None or time.monotonic() < bound_deadline:
-        bound = farley_bound(problem, duals, demand)
-    return ColumnGenerationResult(list(pats), bound, value, done, converged=converged)
+        bound = proven_bound(problem, (groups, index), duals, demand, deadline=bound_deadline)
+    support = _support(groups, columns, xs)
+    return ColumnGenerationResult(columns, bound, value, done, converged=converged, support=support)
+
+
+def _support(
+    groups: list[tuple[BinType, list[BinType]]], columns: list[Pattern], xs: list[float]
+) -> list[Pattern]:
+    """Return the columns the LP uses, with their copies on every offering of the same group."""
+    group_of = {t.id: i for i, (_, members) in enumerate(groups) for t in members}
+    used = {
+        (group_of[p.bin_type], p.counts, p.devices)
+        for p, x in zip(columns, xs, strict=True)
+        if x > _EPS
+    }
+    return [p for p in columns if (group_of[p.bin_type], p.counts, p.devices) in used]
+
+
+_ROUND_GROUPS = 8
+"""Stop a pricing round once this many offering groups gave improving patterns."""
+_EXACT_PER_ROUND = 3
+"""Price this many of the most promising groups of a round with the exact knapsack."""
+_ALL = 1 << 30
+"""``exact`` value pricing every group exactly."""
+_SCAN_AFTER_FOUND = 40
+"""Stop a round after this many groups once at least one improved."""
+
+
+Groups = tuple[list[tuple[BinType, list[BinType]]], UpperIndex]
+"""Offering groups (``type_groups``) and their ``UpperIndex``."""
+
+
+def _promising(groups: Groups, duals: Mapping[str, float]) -> list[tuple[float, int]]:
+    """Return (price / cheap upper bound, group index) of groups that may price out, best first."""
+    uppers = groups[1].uppers(duals)
+    scored = [
+        (rep.price_micros / float(ub), i)
+        for i, ((rep, _), ub) in enumerate(zip(groups[0], uppers, strict=True))
+        if ub > 0
+    ]
+    scored.sort()
+    return scored
+
+
+def _pricing_round(  # noqa: PLR0917 - one round's state
+    problem: Problem,
+    groups: Groups,
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+    pats: dict[Pattern, None],
+    deadline: float | None,
+    *,
+    exact: int = _EXACT_PER_ROUND,
+) -> tuple[int, bool]:
+    """Add improving patterns to ``pats``; return (added, every promising group was priced).
+
+    The first ``exact`` groups (by promise) are priced with the exact knapsack too.
+    """
+    scored = [(r, i) for r, i in _promising(groups, duals) if r < 1 / (1 + 1e-6)]
+    new = improving = 0
+    for n, (_, i) in enumerate(scored):
+        if deadline is not None and time.monotonic() > deadline:
+            return new, False
+        rep, members = groups[0][i]
+        found = False
+        for p in price_patterns(problem, rep, duals, demand, exact=n < exact):
+            if rep.price_micros - _value(p, duals) >= -1e-6 * rep.price_micros:
+                continue
+            found = True
+            for t in members:
+                q = Pattern(t.id, p.counts, p.devices)
+                if q not in pats:
+                    pats[q] = None
+                    new += 1
+        improving += found
+        if improving >= _ROUND_GROUPS or (improving and n + 1 >= _SCAN_AFTER_FOUND):
+            return new, False
+    return new, True
+
+
+_BOUND_GROUPS = 24
+"""``proven_bound`` refines at most this many groups; the rest keep their cheap ratio."""
+
+
+def proven_bound(
+    problem: Problem,
+    groups: Groups,
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+    *,
+    deadline: float | None = None,
+) -> int:
+    """Return the Farley bound for ``duals`` with the tightest affordable knapsack values.
+
+    As in ``bounds.farley_bound``, ``theta = min(1, min_t price_t / v_t)`` with ``v_t`` at
+    least the best pattern value of type ``t`` makes ``theta * sum_c pi_c d_c`` a valid
+    bound. Groups are visited by their cheap ratio (``fast_knapsack_upper``); each visited
+    group gets the exact integer knapsack bound when its classes allow it (else the LP
+    relaxation, ``knapsack_upper``), and the visit stops once the next cheap ratio cannot
+    lower ``theta`` (or at ``deadline``, taking the next cheap ratio, itself valid).
+    """
+    pi = {k: max(0.0, v) for k, v in duals.items()}
+    total = sum(pi.get(k, 0.0) * d for k, d in demand.items())
+    if total <= 0:
+        return 0
+    theta = 1.0
+    for n, (ratio, i) in enumerate(_promising(groups, pi)):
+        rep = groups[0][i][0]
+        if ratio >= theta:
+            break
+        if n >= _BOUND_GROUPS or (deadline is not None and time.monotonic() > deadline):
+            theta = ratio
+            break
+        _, upper = _price(problem, rep, pi, demand, exact=True)
+        v = upper if upper is not None else knapsack_upper(problem, rep, pi, demand)
+        if v > 0:
+            theta = min(theta, rep.price_micros / v)
+    return max(0, math.ceil(theta * total * (1 - 1e-6) - 1e-3))
 
 
 def type_groups(problem: Problem) -> list[tuple[BinType, list[BinType]]]:
@@ -331,12 +538,22 @@ def type_groups(problem: Problem) -> list[tuple[BinType, list[BinType]]]:
 def _solve_master(
     problem: Problem, types: Mapping[str, BinType], pats: list[Pattern], demand: Mapping[str, int]
 ) -> tuple[dict[str, float], float]:
+    duals, value, _ = master_lp(problem, types, pats, demand)
+    return duals, value
+
+
+def master_lp(
+    problem: Problem, types: Mapping[str, BinType], pats: list[Pattern], demand: Mapping[str, int]
+) -> tuple[dict[str, float], float, list[float]]:
+    """Solve the master LP; return (duals per class, value, x per pattern)."""
     solver = pywraplp.Solver.CreateSolver("GLOP")
     penalty = 10 * max((t.price_micros for t in problem.bin_types), default=1) + 1
     rows = {k: solver.Constraint(d, solver.infinity()) for k, d in demand.items()}
     obj = solver.Objective()
+    xs = []
     for p in pats:
         x = solver.NumVar(0, solver.infinity(), "")
+        xs.append(x)
         obj.SetCoefficient(x, types[p.bin_type].price_micros)
         for k, n in p.counts:
             if k in rows:
@@ -347,14 +564,23 @@ def _solve_master(
         row.SetCoefficient(s, 1)
     obj.SetMinimization()
     solver.Solve()
-    return {k: max(0.0, row.dual_value()) for k, row in rows.items()}, obj.Value()
+    duals = {k: max(0.0, row.dual_value()) for k, row in rows.items()}
+    return duals, obj.Value(), [x.solution_value() for x in xs]
 
 
-def pattern_bound(problem: Problem, patterns: list[Pattern], demand: Mapping[str, int]) -> int:
-    """Return the Farley bound for ``demand`` from the master LP over ``patterns``."""
+def pattern_bound(
+    problem: Problem,
+    patterns: list[Pattern],
+    demand: Mapping[str, int],
+    *,
+    deadline: float | None = None,
+) -> int:
+    """Return the Farley bound (``proven_bound``) of the master LP over ``patterns``."""
     demand = {k: v for k, v in demand.items() if v > 0}
     if not demand:
         return 0
     types = {t.id: t for t in problem.bin_types}
     duals, _ = _solve_master(problem, types, patterns, demand)
-    return farley_bound(problem, duals, demand)
+    groups = type_groups(problem)
+    index = UpperIndex(problem, [rep for rep, _ in groups], demand)
+    return proven_bound(problem, (groups, index), duals, demand, deadline=deadline)

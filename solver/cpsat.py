@@ -54,6 +54,7 @@ from ortools.sat.python import cp_model
 
 from solver.bounds import fluid_bound, hostname_caps, resource_bound
 from solver.colgen import (
+    ColumnGenerationResult,
     Pattern,
     generate,
     needy_carriers,
@@ -82,6 +83,7 @@ from solver.problem import (
     Status,
     TopologyKey,
 )
+from solver.rounding import dive
 from solver.validate import violations
 from solver.weights import apply_pool_weights
 
@@ -524,8 +526,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         demand,
         seeds,
         rounds=config.colgen_rounds,
-        deadline=now + 0.5 * (soft - now),
-        bound_deadline=hard,
+        deadline=now + 0.6 * (soft - now),
+        bound_deadline=soft,
     )
     known = max(fluid, cg.lower_bound_micros)
     log(
@@ -533,15 +535,19 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         f"bound {cg.lower_bound_micros}, {cg.rounds} rounds, converged {cg.converged}"
     )
     best, improved = greedy, False
+    dived = _dive_plan(filtered, cg, greedy, deadline=min(hard, max(soft, time.monotonic() + 0.2)))
+    if dived is not None and not violations(problem, dived) and _quality(dived) < _quality(best):
+        best, improved = dived, True
+        log(f"lp dive: {dived.cost_micros}, {len(dived.new_bins)} bins")
     if (
         cg.patterns
         and time.monotonic() < soft
-        and _gap(greedy.cost_micros, known) > config.relative_gap
+        and _gap(best.cost_micros, known) > config.relative_gap
     ):
         found = _run_master(
             filtered,
-            patterns=cg.patterns,
-            greedy=greedy,
+            patterns=_master_columns(cg, [*seeds, *patterns_from_solution(best)]),
+            start=(greedy, best),
             config=config,
             deadline=soft,
             log=log,
@@ -550,11 +556,38 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         if (
             found is not None
             and not violations(problem, found)
-            and _quality(found) < _quality(greedy)
+            and _quality(found) < _quality(best)
         ):
             best, improved = found, True
     bound = _final_bound(filtered, best, (demand, known), cg.patterns, hard)
     return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
+
+
+def _dive_plan(
+    problem: Problem, cg: ColumnGenerationResult, greedy: Solution, *, deadline: float
+) -> Solution | None:
+    """Return the LP dive's plan for the pods ``greedy`` puts on new bins (its others kept)."""
+    demand = greedy.new_counts()
+    columns = cg.patterns
+    new = dive(problem, columns, demand, deadline=deadline)
+    if new is None:
+        return None
+    placed: Counter[str] = Counter()
+    for pl in [b.placement for b in new.new_bins] + [e.placement for e in greedy.existing]:
+        placed.update(pl.counts)
+    sol = dataclasses.replace(
+        new, existing=greedy.existing, unplaced=unplaced_entries(problem, placed)
+    )
+    return downsize(problem, sol)
+
+
+def _master_columns(cg: ColumnGenerationResult, seeds: list[Pattern]) -> list[Pattern]:
+    """Return the integer master's columns.
+
+    They are the LP solution's (on every identical offering) and the greedy plans' (so it can
+    always reproduce them).
+    """
+    return list(dict.fromkeys([*cg.support, *seeds]))
 
 
 def _final_bound(
@@ -580,16 +613,17 @@ def _run_master(
     problem: Problem,
     *,
     patterns: list[Pattern],
-    greedy: Solution,
+    start: tuple[Solution, Solution],
     config: SolverConfig,
     deadline: float,
     log: Callable[[str], None],
     stop_at: int = 0,
 ) -> Solution | None:
+    greedy, best = start
     floors = greedy.placed_counts()
     master = _Master(problem, patterns, floors)
-    master.set_objective(2 * len(greedy.new_bins) + 10)
-    master.hint(greedy, patterns_from_solution(greedy))  # the chosen plan only
+    master.set_objective(max(2 * len(greedy.new_bins) + 10, sum(greedy.new_counts().values())))
+    master.hint(best, patterns_from_solution(best))
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.num_workers = config.num_workers
@@ -604,7 +638,7 @@ def _run_master(
     if config.log_callback is not None:
         params.log_search_progress = True
         solver.log_callback = config.log_callback
-    unplaced = sum(u.count for u in greedy.unplaced)
+    unplaced = sum(u.count for u in best.unplaced)
     callback = _StopWhenClose(master, stop_at, unplaced)
     watch = None
     if config.adaptive_budget and config.deterministic_time is None:

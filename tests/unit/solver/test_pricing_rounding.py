@@ -1,0 +1,96 @@
+"""Vectorised knapsack bounds, the proven pattern bound, and the LP dive."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.bounds import fast_knapsack_upper
+from solver.colgen import generate, patterns_from_solution, proven_bound, type_groups
+from solver.greedy import cost_aware_ffd, karpenter_ffd
+from solver.pricing import UpperIndex
+from solver.problem import Problem, SpreadConstraint, TopologyKey
+from solver.rounding import dive, zone_quotas
+from solver.validate import violations
+from solver.weights import apply_pool_weights
+from tests.unit.solver.builders import bt, pc
+from tests.unit.solver.strategies import problems
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(), st.randoms(use_true_random=False))
+def test_vectorised_uppers_equal_the_row_bound(problem: Problem, rng) -> None:
+    demand = {c.key: c.count for c in problem.classes}
+    groups = type_groups(problem)
+    index = UpperIndex(problem, [rep for rep, _ in groups], demand)
+    duals = {c.key: rng.choice([0.0, rng.uniform(0, 500)]) for c in problem.classes}
+    got = index.uppers(duals)
+    for (rep, _), value in zip(groups, got, strict=True):
+        want = fast_knapsack_upper(problem, rep, duals, demand)
+        assert value == pytest.approx(want, rel=1e-9, abs=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems())
+def test_proven_bound_is_below_every_plan_for_its_demand(problem: Problem) -> None:
+    filtered = apply_pool_weights(problem)
+    for plan in (karpenter_ffd(problem), cost_aware_ffd(problem)):
+        demand = {k: n for k, n in plan.new_counts().items() if n > 0}
+        cg = generate(filtered, demand, patterns_from_solution(plan), rounds=5, deadline=None)
+        assert cg.lower_bound_micros <= plan.cost_micros
+        groups = type_groups(filtered)
+        index = UpperIndex(filtered, [rep for rep, _ in groups], demand)
+        duals = dict.fromkeys(demand, 1000.0)  # any non-negative duals give a valid bound
+        assert proven_bound(filtered, (groups, index), duals, demand) <= plan.cost_micros
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems())
+def test_dive_places_exactly_the_demand_within_capacity(problem: Problem) -> None:
+    filtered = apply_pool_weights(problem)
+    plan = min((karpenter_ffd(problem), cost_aware_ffd(problem)), key=lambda s: (s.cost_micros, 0))
+    demand = {k: n for k, n in plan.new_counts().items() if n > 0}
+    cg = generate(filtered, demand, patterns_from_solution(plan), rounds=5, deadline=None)
+    got = dive(filtered, cg.patterns, demand)
+    if got is None:
+        return
+    placed: dict[str, int] = {}
+    for b in got.new_bins:
+        for k, n in b.placement.counts.items():
+            placed[k] = placed.get(k, 0) + n
+    assert placed == demand
+    capacity = [v for v in violations(problem, got) if "capacity" in v or "GPU" in v]
+    assert capacity == []
+
+
+def test_dive_reaches_three_bins_where_first_fit_decreasing_needs_four() -> None:
+    # sizes 5,5,4,4,3,3,3,3 in bins of 10: FFD makes 5+5, 4+4, 3+3+3, 3; best is 5+5, 4+3+3 x2
+    t = bt("t", 10000, 100000, 1000)
+    p = Problem(
+        (t,),
+        (
+            pc("five", 2, 5000, 1, ["t"]),
+            pc("four", 2, 4000, 1, ["t"]),
+            pc("three", 4, 3000, 1, ["t"]),
+        ),
+    )
+    greedy = karpenter_ffd(p)
+    assert len(greedy.new_bins) == 4
+    demand = greedy.new_counts()
+    cg = generate(p, demand, patterns_from_solution(greedy), rounds=10, deadline=None)
+    got = dive(p, cg.patterns, demand)
+    assert got is not None
+    assert len(got.new_bins) == 3
+    assert violations(p, dataclasses.replace(got, cost_micros=3000)) == []
+
+
+def test_zone_quotas_deal_spread_pods_evenly_from_existing_counts() -> None:
+    types = tuple(bt(f"t{z}", 4000, 8192, 100, zone=z) for z in "abc")
+    spread = SpreadConstraint("s", TopologyKey.ZONE, 1, ("a", "b", "c"), {"a": 2})
+    cls = pc("web", 7, 100, 100, ["ta", "tb", "tc"], topology=frozenset({"s"}))
+    p = Problem(types, (cls,), topology=(spread,))
+    quotas = zone_quotas(p, {"web": 7})
+    assert quotas == {"web": {"a": 1, "b": 3, "c": 3}}
