@@ -23,6 +23,8 @@ class SolverConfig:
         adaptive_budget: let ``solve`` stop before the time limit on its own budget, which
             grows with the problem (``solver.cpsat.budget_seconds``), and stop CP-SAT when it
             has not improved for a while; ignored when ``deterministic_time`` is set.
+        spent_seconds: time the caller already spent on this planning step (building the
+            problem); the adaptive budget counts it.
         log_callback: receives solver log lines (CP-SAT search log and short progress
             lines); ``None`` = silent. Nothing is ever printed to stdout.
     """
@@ -34,4 +36,5 @@ class SolverConfig:
     relative_gap: float = 0.01
     colgen_rounds: int = 30
     adaptive_budget: bool = True
+    spent_seconds: float = 0.0
     log_callback: Callable[[str], None] | None = None

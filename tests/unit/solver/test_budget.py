@@ -19,13 +19,19 @@ def test_greedy_stops_at_its_deadline():
     assert violations(p, karpenter_ffd(p, deadline=None)) == []
 
 
-def test_adaptive_budget_grows_with_pods_and_respects_the_limit():
-    small, large = diverse(60), diverse(600)
+def test_adaptive_budget_follows_the_latency_targets_and_respects_the_limit():
+    def pods(n: int) -> Problem:
+        return Problem((bt("t", 1000, 1024, 10),), (pc("a", n, 100, 100, ["t"]),))
+
     config = SolverConfig(time_limit_seconds=5)
-    assert budget_seconds(small, config) < budget_seconds(large, config) <= 5
-    assert budget_seconds(large, TEST_CONFIG) == TEST_CONFIG.time_limit_seconds
+    assert budget_seconds(pods(60), config) == budget_seconds(pods(1000), config) == 0.4
+    assert budget_seconds(pods(5000), config) == pytest.approx(1.8)
+    assert budget_seconds(pods(20000), config) == 5  # the time limit
+    spent = SolverConfig(time_limit_seconds=5, spent_seconds=0.3)
+    assert budget_seconds(pods(1000), spent) == pytest.approx(0.1)
+    assert budget_seconds(pods(600), TEST_CONFIG) == TEST_CONFIG.time_limit_seconds
     off = SolverConfig(time_limit_seconds=5, adaptive_budget=False)
-    assert budget_seconds(large, off) == 5
+    assert budget_seconds(pods(600), off) == 5
 
 
 def test_fluid_bound_counts_hostname_anti_affinity_bins():
