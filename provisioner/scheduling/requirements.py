@@ -408,7 +408,7 @@ class Requirements(Mapping[str, Requirement]):
     Adding a requirement for a key already present intersects the two.
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, requirements: Iterable[Requirement] = ()) -> None:
         items: dict[str, Requirement] = {}
@@ -418,6 +418,7 @@ class Requirements(Mapping[str, Requirement]):
                 requirement if existing is None else existing.intersection(requirement)
             )
         self._items: Final = dict(sorted(items.items()))
+        self._hash: int | None = None
 
     @classmethod
     def from_terms(cls, terms: Iterable[Mapping[str, object]]) -> Requirements:
@@ -468,7 +469,9 @@ class Requirements(Mapping[str, Requirement]):
         return len(self._items)
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._items.items()))
+        if self._hash is None:  # immutable: computed once
+            self._hash = hash(frozenset(self._items.items()))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Requirements):

@@ -127,7 +127,8 @@ def exceeded(requests: ResourceList, available: ResourceList) -> list[str]:
 
 def fits(requests: ResourceList, available: ResourceList) -> bool:
     """Whether every positive request is at most what is available (missing = 0)."""
-    return not exceeded(requests, available)
+    # the same test as `exceeded`, without building and sorting the list
+    return all(milli <= 0 or milli <= available.get(name, 0) for name, milli in requests.items())
 
 
 def with_pod_slot(resources: ResourceList) -> dict[str, int]:

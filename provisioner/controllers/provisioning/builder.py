@@ -32,6 +32,7 @@ from provisioner.controllers.provisioning.podfacts import (
     AffinityTerm,
     PodError,
     PodFacts,
+    RequestsCache,
     SelectorKey,
     Signature,
     SpreadTerm,
@@ -79,6 +80,8 @@ __all__ = ["Build", "build_problem"]
 GPU: Final = "nvidia.com/gpu"
 NODES: Final = "nodes"
 _HOSTNAME_KEYS: Final = (wk.LABEL_HOSTNAME,)
+_NO_VOLUME_REQUIREMENTS: Final = (Requirements(),)
+"""What a pod without volume constraints adds (immutable, shared by every such pod)."""
 
 
 @dataclass(slots=True)
@@ -123,15 +126,15 @@ def build_problem(view: ClusterView) -> Build:
         gangs={},
     )
     pending = _provisionable(view, build)
-    existing = _existing_bins(view, daemons)
+    bound = view.bound_pods()
+    existing = _existing_bins(view, daemons, bound)
     compat = _Compatibility(options, existing)
     allowed: dict[str, frozenset[str]] = {}
     allowed_existing: dict[str, frozenset[str]] = {}
     for item in pending:
-        allowed[item.facts.key] = compat.options_for(item.compat_key)
-        allowed_existing[item.facts.key] = compat.existing_for(item.compat_key)
-    topology, colocations = _topology(view, pending, allowed, options_by_id, existing)
-    gangs = _gangs(view, pending, build)
+        allowed[item.facts.key], allowed_existing[item.facts.key] = compat.allowed(item.compat_key)
+    topology, colocations = _topology(view, bound, pending, allowed, options_by_id, existing)
+    gangs = _gangs(view, bound, pending, build)
     classes = _classes(
         pending,
         allowed=allowed,
@@ -166,11 +169,14 @@ def build_problem(view: ClusterView) -> Build:
 def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
     pending_pods = view.pending_pods()
     verdicts = provisionable_verdicts(pending_pods, view.groups)
-    pending_keys = {_key(pod) for pod in pending_pods}
+    keys = [_key(pod) for pod in pending_pods]
+    pending_keys = set(keys)
     cache: dict[str, Signature] = {}
+    requests_cache: RequestsCache = {}
+    ignore_reasons: dict[Signature, str | None] = {}
+    combined: dict[tuple[Signature, tuple[Requirements, ...]], tuple[Requirements, ...]] = {}
     result: list[_Pending] = []
-    for pod in pending_pods:
-        key = _key(pod)
+    for pod, key in zip(pending_pods, keys, strict=True):
         verdict = verdicts.get(key)
         if verdict is not None and not verdict.provisionable:
             build.ignored.append((key, verdict.reason))
@@ -179,8 +185,10 @@ def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
         if original is not None and original in pending_keys:
             build.ignored.append((key, f"KAI scaling pod standing in for {original}"))
             continue
-        facts = pod_facts(pod, cache=cache)
-        reason = _karpenter_ignore_reason(facts)
+        facts = pod_facts(pod, cache=cache, requests_cache=requests_cache)
+        if facts.signature not in ignore_reasons:
+            ignore_reasons[facts.signature] = _karpenter_ignore_reason(facts)
+        reason = ignore_reasons[facts.signature]
         if reason is not None:
             build.ignored.append((key, reason))
             continue
@@ -188,12 +196,16 @@ def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
         if volume_problem is not None:
             build.unschedulable.append((key, volume_problem))
             continue
-        alternatives = _combine(facts.signature.alternatives, volume_alternatives)
+        compat_key = (facts.signature, volume_alternatives)
+        alternatives = combined.get(compat_key)
+        if alternatives is None:
+            alternatives = _combine(facts.signature.alternatives, volume_alternatives)
+            combined[compat_key] = alternatives
         try:
             fraction = gpu_fraction_milli(pod, None)
         except FractionError as error:
             raise PodError(str(error)) from error
-        item = _Pending(facts, alternatives, (facts.signature, volume_alternatives))
+        item = _Pending(facts, alternatives, compat_key)
         if fraction is not None:
             item = _with_fraction(item, *fraction)
         if verdict is not None and verdict.group is not None:
@@ -207,7 +219,10 @@ def _key(pod: Pod) -> str:
 
 
 def _karpenter_ignore_reason(facts: PodFacts) -> str | None:
-    """Karpenter's validation rules that make it ignore a pod (karpenter-behaviour §2)."""
+    """Karpenter's validation rules that make it ignore a pod (karpenter-behaviour §2).
+
+    They read only the pod's signature (``uses_hostname`` derives from it).
+    """
     pools = [alternative.get(wk.LABEL_NODEPOOL) for alternative in facts.signature.alternatives]
     if pools and all(r is not None and r.allow_absent and r.any() is None for r in pools):
         return "configured to not run on a Karpenter provisioned node"
@@ -240,7 +255,7 @@ def _replace_requests(facts: PodFacts, requests: Mapping[str, int]) -> PodFacts:
 def _volume_requirements(
     view: ClusterView, facts: PodFacts
 ) -> tuple[tuple[Requirements, ...], str | None]:
-    alternatives: tuple[Requirements, ...] = (Requirements(),)
+    alternatives: tuple[Requirements, ...] = _NO_VOLUME_REQUIREMENTS
     for claim_name in facts.claims:
         claim = view.claims.get(f"{facts.namespace}/{claim_name}")
         if claim is None:
@@ -310,9 +325,10 @@ class _Compatibility:
         self._existing = existing
         self._cache: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
 
-    def _compute(
+    def allowed(
         self, key: tuple[Signature, tuple[Requirements, ...]]
     ) -> tuple[frozenset[str], frozenset[str]]:
+        """Option ids and existing node ids the signature may use."""
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -343,21 +359,17 @@ class _Compatibility:
         self._cache[key] = result
         return result
 
-    def options_for(self, key: tuple[Signature, tuple[Requirements, ...]]) -> frozenset[str]:
-        """Option ids the signature may use."""
-        return self._compute(key)[0]
-
-    def existing_for(self, key: tuple[Signature, tuple[Requirements, ...]]) -> frozenset[str]:
-        """Existing node ids the signature may use."""
-        return self._compute(key)[1]
-
 
 # --- existing capacity -----------------------------------------------------------------------
 
 
-def _existing_bins(view: ClusterView, daemons: DaemonOverhead) -> dict[str, _ExistingNode]:
-    """Existing nodes and in-flight NodeClaims (not yet registered) with what they have left."""
-    bound = view.bound_pods()
+def _existing_bins(
+    view: ClusterView, daemons: DaemonOverhead, bound: Mapping[str, Sequence[Pod]]
+) -> dict[str, _ExistingNode]:
+    """Existing nodes and in-flight NodeClaims (not yet registered) with what they have left.
+
+    ``bound`` is ``view.bound_pods()``.
+    """
     nodes: dict[str, _ExistingNode] = {}
     for node in view.nodes:
         if node.metadata.deletion_timestamp is not None or node.spec.unschedulable:
@@ -500,9 +512,14 @@ def _solver_existing(node: _ExistingNode, names: Sequence[str]) -> ExistingBin:
 # --- gangs -----------------------------------------------------------------------------------
 
 
-def _gangs(view: ClusterView, pending: Sequence[_Pending], build: Build) -> list[Gang]:
+def _gangs(
+    view: ClusterView,
+    bound: Mapping[str, Sequence[Pod]],
+    pending: Sequence[_Pending],
+    build: Build,
+) -> list[Gang]:
     """Gangs among the pending pods; members of groups that are not gangs lose their gang id."""
-    bound_keys = {_key(pod) for pods in view.bound_pods().values() for pod in pods}
+    bound_keys = {_key(pod) for pods in bound.values() for pod in pods}
     members: dict[str, list[_Pending]] = defaultdict(list)
     for item in pending:
         if item.gang is not None:
@@ -569,6 +586,7 @@ class _TopologyContext:
     allowed: Mapping[str, frozenset[str]]
     options: Mapping[str, Option]
     existing: Mapping[str, _ExistingNode]
+    by_labels: Mapping[str, Mapping[tuple[tuple[str, str], ...], Sequence[_Pending]]]
 
     def counts(
         self, namespaces: Iterable[str], selector: SelectorKey, *, zone: bool
@@ -576,8 +594,9 @@ class _TopologyContext:
         return _bound_counts(self.bound, namespaces, selector, self.node_zone if zone else None)
 
 
-def _topology(
+def _topology(  # noqa: PLR0917 - private, called once
     view: ClusterView,
+    bound: Mapping[str, Sequence[Pod]],
     pending: Sequence[_Pending],
     allowed: Mapping[str, frozenset[str]],
     options: Mapping[str, Option],
@@ -590,11 +609,12 @@ def _topology(
     """
     context = _TopologyContext(
         pending=pending,
-        bound=[(node, pod) for node, pods in view.bound_pods().items() for pod in pods],
+        bound=[(node, pod) for node, pods in bound.items() for pod in pods],
         node_zone={n.metadata.name: n.metadata.labels.get(wk.LABEL_ZONE, "") for n in view.nodes},
         allowed=allowed,
         options=options,
         existing=existing,
+        by_labels=_by_labels(pending),
     )
     constraints = _spread_constraints(context)
     constraints.extend(_anti_affinities(context))
@@ -610,7 +630,7 @@ def _spread_constraints(context: _TopologyContext) -> list[TopologyConstraint]:
     for index, ((namespace, term), carriers) in enumerate(
         sorted(groups.items(), key=lambda kv: repr(kv[0]))
     ):
-        selected = _selected(context.pending, (namespace,), term.selector)
+        selected = _selected(context.by_labels, (namespace,), term.selector)
         if not selected:
             continue
         cid = f"spread-{index}"
@@ -653,7 +673,7 @@ def _anti_affinities(context: _TopologyContext) -> list[TopologyConstraint]:
         counts = context.counts(term.namespaces, term.selector, zone=zone)
         key = TopologyKey.ZONE if zone else TopologyKey.HOSTNAME
         constraints.append(AntiAffinity(cid, key, frozenset(d for d, n in counts.items() if n)))
-        members = [*carriers, *_selected(context.pending, term.namespaces, term.selector)]
+        members = [*carriers, *_selected(context.by_labels, term.namespaces, term.selector)]
         for item in members:
             item.topology.add(cid)
     return constraints
@@ -667,7 +687,7 @@ def _affinity_specs(context: _TopologyContext) -> list[_CoLocationSpec]:
         counts = context.counts(term.namespaces, term.selector, zone=zone)
         key = TopologyKey.ZONE if zone else TopologyKey.HOSTNAME
         specs.append(_CoLocationSpec(cid, key, frozenset(d for d, n in counts.items() if n)))
-        for item in _selected(context.pending, term.namespaces, term.selector):
+        for item in _selected(context.by_labels, term.namespaces, term.selector):
             item.topology.add(cid)
         for item in carriers:
             item.carries.add(cid)
@@ -697,22 +717,28 @@ def _colocations(
     ]
 
 
+def _by_labels(
+    pending: Sequence[_Pending],
+) -> dict[str, dict[tuple[tuple[str, str], ...], list[_Pending]]]:
+    """The pending pods by namespace and label set, so selectors are matched once per set."""
+    index: dict[str, dict[tuple[tuple[str, str], ...], list[_Pending]]] = {}
+    for item in pending:
+        labelled = index.setdefault(item.facts.namespace, {})
+        labelled.setdefault(item.facts.label_key, []).append(item)
+    return index
+
+
 def _selected(
-    pending: Sequence[_Pending], namespaces: Iterable[str], selector: SelectorKey
+    by_labels: Mapping[str, Mapping[tuple[tuple[str, str], ...], Sequence[_Pending]]],
+    namespaces: Iterable[str],
+    selector: SelectorKey,
 ) -> list[_Pending]:
     """The pending pods in ``namespaces`` whose labels ``selector`` matches."""
-    spaces = set(namespaces)
-    verdicts: dict[tuple[tuple[str, str], ...], bool] = {}
-    selected = []
-    for item in pending:
-        if item.facts.namespace not in spaces:
-            continue
-        verdict = verdicts.get(item.facts.label_key)
-        if verdict is None:
-            verdict = selector_matches(selector, item.facts.labels)
-            verdicts[item.facts.label_key] = verdict
-        if verdict:
-            selected.append(item)
+    selected: list[_Pending] = []
+    for namespace in dict.fromkeys(namespaces):
+        for items in by_labels.get(namespace, {}).values():
+            if selector_matches(selector, items[0].facts.labels):
+                selected.extend(items)
     return selected
 
 
@@ -758,20 +784,12 @@ def _classes(
         )
         groups.setdefault(signature, []).append(item)
     classes: list[PodClass] = []
-    fit_index = _FitIndex(options)
+    fit = _ClassFit(options, existing, allowed, allowed_existing)
     for index, (_, items) in enumerate(groups.items()):
         first = items[0]
-        requests = first.facts.requests
-        candidates = allowed[first.facts.key]
-        fitting = candidates & fit_index.fitting(requests, first.fraction)
-        fitting_existing = frozenset(
-            e
-            for e in allowed_existing[first.facts.key]
-            if fits(requests, existing[e].remaining)
-            and (not first.fraction or max(existing[e].gpus_free, default=0) >= first.fraction)
-        )
+        fitting, fitting_existing = fit.fitting(first)
         if not fitting and not fitting_existing:
-            reason = _no_capacity_reason(first, candidates, options)
+            reason = _no_capacity_reason(first, allowed[first.facts.key], options)
             build.unschedulable.extend((item.facts.key, reason) for item in items)
             continue
         class_key = f"c{index}-{_short_hash(first.facts.key)}"
@@ -782,7 +800,7 @@ def _classes(
             PodClass(
                 key=class_key,
                 count=len(items),
-                demand=demand_units(requests),
+                demand=fit.demand(first.facts.requests),
                 allowed_bin_types=fitting,
                 allowed_existing=fitting_existing,
                 gpu_fraction_milli=first.fraction,
@@ -791,6 +809,64 @@ def _classes(
             )
         )
     return classes
+
+
+class _ClassFit:
+    """The options and existing nodes one pod of a class fits on, cached.
+
+    Computed once per distinct (compatibility, requests, GPU fraction): classes split by
+    topology or gang share them. Equal results are the same ``frozenset`` object, so later
+    per-set caches hit at once.
+    """
+
+    def __init__(
+        self,
+        options: Mapping[str, Option],
+        existing: Mapping[str, _ExistingNode],
+        allowed: Mapping[str, frozenset[str]],
+        allowed_existing: Mapping[str, frozenset[str]],
+    ) -> None:
+        self._index = _FitIndex(options)
+        self._existing = existing
+        self._allowed = allowed
+        self._allowed_existing = allowed_existing
+        self._cache: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
+        self._interned: dict[frozenset[str], frozenset[str]] = {}
+        self._demand: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+
+    def fitting(self, item: _Pending) -> tuple[frozenset[str], frozenset[str]]:
+        """The option ids and existing node ids ``item`` fits on."""
+        requests = item.facts.requests
+        key = (item.compat_key, tuple(sorted(requests.items())), item.fraction)
+        cached = self._cache.get(key)
+        if cached is None:
+            options = self._intern(
+                self._allowed[item.facts.key] & self._index.fitting(requests, item.fraction)
+            )
+            existing = frozenset(
+                e
+                for e in self._allowed_existing[item.facts.key]
+                if fits(requests, self._existing[e].remaining)
+                and (
+                    not item.fraction
+                    or max(self._existing[e].gpus_free, default=0) >= item.fraction
+                )
+            )
+            cached = (options, existing)
+            self._cache[key] = cached
+        return cached
+
+    def demand(self, requests: Mapping[str, int]) -> dict[str, int]:
+        """``requests`` in solver units (a fresh dict)."""
+        key = tuple(sorted(requests.items()))
+        demand = self._demand.get(key)
+        if demand is None:
+            demand = demand_units(requests)
+            self._demand[key] = demand
+        return dict(demand)
+
+    def _intern(self, ids: frozenset[str]) -> frozenset[str]:
+        return self._interned.setdefault(ids, ids)
 
 
 class _FitIndex:
@@ -896,10 +972,18 @@ def _bin_types(
         sensitive = any(i in sensitive_sets for i in indices)
         zone = option.offering.zone if sensitive else "*"
         groups[(option.pool.name, zone, tuple(indices))].append(option)
+    units = {
+        o.id: capacity_units(o.capacity, names) for members in groups.values() for o in members
+    }
     kept: list[Option] = []
     for members in groups.values():
-        kept.extend(_undominated(members, names))
+        kept.extend(_undominated(members, units))
     kept_ids = {o.id for o in kept}
+    limit_usage: dict[tuple[str, str], dict[str, int]] = {}
+    for option in kept:
+        shape = (option.pool.name, option.instance_type.name)
+        if shape not in limit_usage:
+            limit_usage[shape] = {**demand_units(option.instance_type.capacity), NODES: 1}
     bin_types = tuple(
         BinType(
             id=o.id,
@@ -907,10 +991,10 @@ def _bin_types(
             zone=o.offering.zone,
             capacity_type=o.offering.capacity_type,
             pool=o.pool.name,
-            capacity=capacity_units(o.capacity, names),
+            capacity=dict(units[o.id]),
             price_micros=to_micros(o.price),
             gpus=o.instance_type.capacity.get(GPU, 0) // GPU_MILLI,
-            limit_usage={**demand_units(o.instance_type.capacity), NODES: 1},
+            limit_usage=dict(limit_usage[(o.pool.name, o.instance_type.name)]),
         )
         for o in sorted(kept, key=lambda o: (o.price, o.id))
     )
@@ -919,27 +1003,48 @@ def _bin_types(
     return bin_types, restricted
 
 
-def _undominated(members: Sequence[Option], names: Sequence[str]) -> list[Option]:
+def _undominated(members: Sequence[Option], units: Mapping[str, Mapping[str, int]]) -> list[Option]:
     """The options no cheaper-or-equal option with at least as much capacity dominates.
 
     Offerings of one instance type differ only in price here (the group already fixed the
     pool and, where it matters, the zone), so only the cheapest of each type is considered
-    (spot first on a tie, as Karpenter prefers spot).
+    (spot first on a tie, as Karpenter prefers spot). ``units`` holds each option's capacity
+    in solver units.
     """
     cheapest: dict[str, Option] = {}
     for option in sorted(
         members, key=lambda o: (o.price, 0 if o.offering.capacity_type == "spot" else 1, o.id)
     ):
         cheapest.setdefault(option.instance_type.name, option)
-    kept: list[tuple[Option, tuple[int, ...]]] = []
-    for option in cheapest.values():
-        capacity = (
-            option.instance_type.capacity.get(GPU, 0) // GPU_MILLI,
-            *(capacity_units(option.capacity, names).values()),
-        )
-        if not any(all(a >= b for a, b in zip(other, capacity, strict=True)) for _, other in kept):
-            kept.append((option, capacity))
-    return [option for option, _ in kept]
+    ordered = list(cheapest.values())
+    vectors = [
+        (o.instance_type.capacity.get(GPU, 0) // GPU_MILLI, *units[o.id].values()) for o in ordered
+    ]
+    return [ordered[i] for i in _first_undominated(vectors)]
+
+
+def _first_undominated(vectors: Sequence[tuple[int, ...]]) -> list[int]:
+    """Indices of the vectors that no earlier vector is at least as large as in every component.
+
+    Since "at least as large" is transitive, these are exactly the vectors a first-to-last scan
+    keeps when it drops each vector some kept one dominates. Per component, the vectors with at
+    least a given value form a bit mask (bit ``i`` for vector ``i``); a vector's dominators are
+    the AND of its components' masks, so the scan costs a few big-integer operations per
+    vector instead of a comparison with every kept vector.
+    """
+    count = len(vectors)
+    dominators = [(1 << count) - 1] * count
+    for component in range(len(vectors[0]) if vectors else 0):
+        by_value: dict[int, int] = defaultdict(int)
+        for i, vector in enumerate(vectors):
+            by_value[vector[component]] |= 1 << i
+        at_least = 0
+        for value in sorted(by_value, reverse=True):
+            at_least |= by_value[value]
+            by_value[value] = at_least
+        for i, vector in enumerate(vectors):
+            dominators[i] &= by_value[vector[component]]
+    return [i for i in range(count) if not dominators[i] & ((1 << i) - 1)]
 
 
 # --- limits ----------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from itertools import compress
+from typing import Final, Literal, NamedTuple
 
 from provisioner.controllers.provisioning.builder import Build, build_problem
 from provisioner.controllers.provisioning.cluster import ClusterView
@@ -26,7 +28,7 @@ from provisioner.controllers.provisioning.plan import (
 )
 from provisioner.controllers.provisioning.podfacts import PodFacts
 from provisioner.controllers.provisioning.units import demand_units
-from provisioner.scheduling.resources import add, fits, subtract
+from provisioner.scheduling.resources import add, subtract
 from solver.config import SolverConfig
 from solver.problem import GPU_MILLI, Solution, Status, UnplacedReason
 
@@ -74,11 +76,11 @@ def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
     config = config or PlannerConfig()
     started = time.monotonic()
     build = build_problem(view)
-    solution = _solve(build, config)
+    solution = _solve(build, config, spent=time.monotonic() - started)
     return _to_plan(build, solution, time.monotonic() - started)
 
 
-def _solve(build: Build, config: PlannerConfig) -> Solution:
+def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:
     from solver import cpsat, greedy  # noqa: PLC0415 - ortools is heavy; import when planning
 
     if not build.problem.classes:
@@ -92,6 +94,7 @@ def _solve(build: Build, config: PlannerConfig) -> Solution:
             num_workers=config.num_workers,
             random_seed=config.random_seed,
             deterministic_time=config.deterministic_time,
+            spent_seconds=spent,
             log_callback=config.log,
         ),
     )
@@ -226,12 +229,111 @@ def _launch_target(option: Option) -> tuple[str, str, str]:
     return (option.pool.name, option.offering.zone, option.offering.capacity_type)
 
 
-def _by_launch_target(options: Mapping[str, Option]) -> dict[tuple[str, str, str], list[Option]]:
+def _by_launch_target(options: Mapping[str, Option]) -> dict[tuple[str, str, str], _TargetIndex]:
     """Options grouped by what one NodeClaim launch shares: pool, zone and capacity type."""
     groups: dict[tuple[str, str, str], list[Option]] = {}
     for option in options.values():
         groups.setdefault(_launch_target(option), []).append(option)
-    return groups
+    return {target: _TargetIndex(members) for target, members in groups.items()}
+
+
+class _TargetIndex:
+    """The options of one launch target, cheapest first, as bits of a mask.
+
+    A launch target has at most one option per instance type, so "the instance types that
+    fit, cheapest first" is the set bits of an integer mask in order: the allowed sets and the
+    per-resource capacity thresholds become masks once, and each NodeClaim ANDs a few of them
+    instead of testing every option.
+    """
+
+    def __init__(self, options: Sequence[Option]) -> None:
+        self.options = sorted(options, key=lambda o: (o.price, o.instance_type.name))
+        self._bit = {o.id: 1 << i for i, o in enumerate(self.options)}
+        self._all = (1 << len(self.options)) - 1
+        names = sorted({name for o in self.options for name in o.capacity})
+        self._thresholds = {name: self._threshold(name) for name in names}
+        self._allowed: dict[frozenset[str], int] = {}
+        self._listings: dict[int, _Listing | None] = {}
+
+    def _threshold(self, name: str) -> tuple[list[int], list[int]]:
+        """Distinct capacities of ``name`` ascending, and per value the options with at least it."""
+        by_value: dict[int, int] = {}
+        for i, option in enumerate(self.options):
+            value = option.capacity.get(name, 0)
+            by_value[value] = by_value.get(value, 0) | (1 << i)
+        values = sorted(by_value)
+        masks = [0] * len(values)
+        running = 0
+        for k in range(len(values) - 1, -1, -1):
+            running |= by_value[values[k]]
+            masks[k] = running
+        return values, masks
+
+    def bit(self, option: Option) -> int:
+        """The bit of ``option`` (one of this target's)."""
+        return self._bit[option.id]
+
+    def allowed(self, ids: frozenset[str]) -> int:
+        """The mask of this target's options among ``ids`` (cached per set)."""
+        mask = self._allowed.get(ids)
+        if mask is None:
+            mask = 0
+            for option_id, bit in self._bit.items():
+                if option_id in ids:
+                    mask |= bit
+            self._allowed[ids] = mask
+        return mask
+
+    def fitting(self, requests: Mapping[str, int]) -> int:
+        """The mask of the options ``requests`` fit on (as :func:`fits` decides)."""
+        mask = self._all
+        for name, milli in requests.items():
+            if milli <= 0:
+                continue
+            threshold = self._thresholds.get(name)
+            if threshold is None:
+                return 0
+            values, masks = threshold
+            k = bisect_left(values, milli)
+            if k == len(values):
+                return 0
+            mask &= masks[k]
+        return mask
+
+    def members(self, mask: int) -> list[Option]:
+        """The options of ``mask``, cheapest first."""
+        bits = format(mask, "b")[::-1]
+        return list(compress(self.options, map(int, bits)))
+
+    def listing(self, mask: int) -> _Listing | None:
+        """What a NodeClaim whose candidates are ``mask`` lists (cached per mask).
+
+        The candidates cheapest first, cut to Karpenter's cap (further when the pool's
+        ``minValues`` need it), or None when ``minValues`` cannot be met. A launch target has
+        one pool and one option per instance type, so the names are unique.
+        """
+        if mask in self._listings:
+            return self._listings[mask]
+        unique = self.members(mask)
+        listing: _Listing | None = None
+        requirements = unique[0].pool.requirements
+        length: int | None = len(unique)
+        if requirements.has_min_values():
+            length = requirements.min_values_prefix([o.labels for o in unique])
+            if length is not None:
+                unique = unique[: max(length, min(len(unique), MAX_INSTANCE_TYPES))]
+        if length is not None:
+            unique = unique[:MAX_INSTANCE_TYPES]
+            listing = _Listing(tuple(unique), tuple(o.instance_type.name for o in unique))
+        self._listings[mask] = listing
+        return listing
+
+
+class _Listing(NamedTuple):
+    """The instance types of one NodeClaim, cheapest first: the options and their names."""
+
+    options: tuple[Option, ...]
+    names: tuple[str, ...]
 
 
 def _node_claim(
@@ -239,43 +341,33 @@ def _node_claim(
     chosen: Option,
     pods: Sequence[PodFacts],
     allowed: Sequence[frozenset[str]],
-    options: Sequence[Option],
+    target: _TargetIndex,
     *,
     budget: Mapping[str, int] | None = None,
     fractions: tuple[int, ...] = (),
 ) -> NodeClaimPlan | str:
     """The NodeClaim for one new bin, or the reason it cannot be launched."""
     pod_requests = add(*(pod.requests for pod in pods)) if pods else {}
-    common = frozenset.intersection(*allowed) if allowed else frozenset()
-    candidates = [
-        option
-        for option in options
-        if option.id in common
-        and fits(pod_requests, option.capacity)
-        and _within(option, budget)
-        and _fractions_fit(fractions, option, pod_requests.get(GPU, 0))
-    ]
-    if chosen not in candidates:
-        candidates.append(chosen)
-    candidates.sort(key=lambda o: (o.price, o.instance_type.name))
-    by_name: dict[str, Option] = {}
-    for option in candidates:
-        by_name.setdefault(option.instance_type.name, option)
-    unique = list(by_name.values())
-    requirements = chosen.pool.requirements
-    if requirements.has_min_values():
-        length = requirements.min_values_prefix([o.labels for o in unique])
-        if length is None:
-            return "pod didn't schedule because NodePool couldn't meet minValues requirements"
-        unique = unique[: max(length, min(len(unique), MAX_INSTANCE_TYPES))]
-    unique = unique[:MAX_INSTANCE_TYPES]
-    cheapest = unique[0]
+    mask = target.fitting(pod_requests) if allowed else 0
+    for ids in allowed:
+        mask &= target.allowed(ids)
+    if budget is not None or any(fractions):
+        whole = pod_requests.get(GPU, 0)
+        mask = sum(
+            target.bit(option)
+            for option in target.members(mask)
+            if _within(option, budget) and _fractions_fit(fractions, option, whole)
+        )
+    listing = target.listing(mask | target.bit(chosen))
+    if listing is None:
+        return "pod didn't schedule because NodePool couldn't meet minValues requirements"
+    cheapest = listing.options[0]
     requests = add(pod_requests, cheapest.daemon_requests)
     name = f"{chosen.pool.name}-{_suffix(chosen.pool.name, index, pods)}"
     return NodeClaimPlan(
         name=name,
         node_pool=chosen.pool.name,
-        instance_types=tuple(o.instance_type.name for o in unique),
+        instance_types=listing.names,
         instance_type=cheapest.instance_type.name,
         capacity_type=cheapest.offering.capacity_type,
         zone=cheapest.offering.zone,

@@ -28,6 +28,7 @@ from provisioner.scheduling.taints import TaintError, Toleration
 __all__ = [
     "PodError",
     "PodFacts",
+    "RequestsCache",
     "SelectorKey",
     "Signature",
     "pod_facts",
@@ -131,29 +132,32 @@ class PodFacts:
     label_key: tuple[tuple[str, str], ...] = ()
 
 
-def pod_facts(pod: Pod, *, cache: dict[str, Signature] | None = None) -> PodFacts:
+RequestsCache = dict[tuple[object, ...], Mapping[str, int]]
+"""Effective pod requests already computed, keyed by the containers' resources."""
+
+
+def pod_facts(
+    pod: Pod,
+    *,
+    cache: dict[str, Signature] | None = None,
+    requests_cache: RequestsCache | None = None,
+) -> PodFacts:
     """Read ``pod`` into :class:`PodFacts`.
 
     Args:
         pod: the pod.
         cache: signatures already built, keyed by the JSON of the scheduling fields; pass the
             same dict for every pod of one planning step.
+        requests_cache: effective requests already computed, keyed by the resources of the
+            pod's containers and its overhead; pass the same dict for every pod of one
+            planning step (the cached mappings are shared: never mutate them).
 
     Raises:
         PodError: naming the pod and field for malformed requests, affinity or tolerations.
     """
     namespace = pod.metadata.namespace or "default"
     key = f"{namespace}/{pod.metadata.name}"
-    try:
-        requests = with_pod_slot(
-            pod_requests(
-                [_container_dict(c) for c in pod.spec.containers],
-                [_container_dict(c) for c in pod.spec.init_containers],
-                pod.spec.overhead or None,
-            )
-        )
-    except QuantityError as error:
-        raise PodError(f"Pod {key}: spec.{error}") from error
+    requests = _requests(pod, key, requests_cache if requests_cache is not None else {})
     signatures = cache if cache is not None else {}
     signature_key = _signature_key(pod)
     signature = signatures.get(signature_key)
@@ -177,6 +181,39 @@ def pod_facts(pod: Pod, *, cache: dict[str, Signature] | None = None) -> PodFact
             if v.persistent_volume_claim is not None
         ),
         uses_hostname=_uses_hostname(signature),
+    )
+
+
+def _requests(pod: Pod, key: str, cache: RequestsCache) -> Mapping[str, int]:
+    """The pod's effective requests plus its pod slot, computed once per distinct resources."""
+    spec = pod.spec
+    resources_key = (
+        tuple(_container_key(c) for c in spec.containers),
+        tuple(_container_key(c) for c in spec.init_containers),
+        tuple(spec.overhead.items()),
+    )
+    requests = cache.get(resources_key)
+    if requests is None:
+        try:
+            requests = with_pod_slot(
+                pod_requests(
+                    [_container_dict(c) for c in spec.containers],
+                    [_container_dict(c) for c in spec.init_containers],
+                    spec.overhead or None,
+                )
+            )
+        except QuantityError as error:
+            raise PodError(f"Pod {key}: spec.{error}") from error
+        cache[resources_key] = requests
+    return requests
+
+
+def _container_key(container: Container) -> tuple[object, ...]:
+    resources = container.resources
+    return (
+        tuple(resources.requests.items()),
+        tuple(resources.limits.items()),
+        container.restart_policy,
     )
 
 

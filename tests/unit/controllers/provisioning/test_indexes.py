@@ -1,0 +1,99 @@
+"""The planner's indexes agree with the straightforward definitions they replace."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cloudprovider.instancetype import InstanceType, Offering
+from provisioner.controllers.provisioning.builder import _first_undominated
+from provisioner.controllers.provisioning.offerings import Option, PoolTemplate
+from provisioner.controllers.provisioning.planner import MAX_INSTANCE_TYPES, _TargetIndex
+from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.resources import fits
+
+RESOURCES = ("cpu", "memory", "pods", "nvidia.com/gpu")
+
+
+def _naive_undominated(vectors: list[tuple[int, ...]]) -> list[int]:
+    """Keep each vector no kept one is at least as large as in every component."""
+    kept: list[int] = []
+    for i, vector in enumerate(vectors):
+        if not any(all(a >= b for a, b in zip(vectors[k], vector, strict=True)) for k in kept):
+            kept.append(i)
+    return kept
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_undominated_matches_the_pairwise_scan(seed: int) -> None:
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data
+    dims = rng.randint(1, 5)
+    vectors = [tuple(rng.randint(0, 4) for _ in range(dims)) for _ in range(rng.randint(0, 60))]
+    assert _first_undominated(vectors) == _naive_undominated(vectors)
+
+
+def test_first_undominated_keeps_the_first_of_equal_vectors() -> None:
+    assert _first_undominated([(2, 2), (1, 3), (2, 2), (1, 1), (3, 3)]) == [0, 1, 4]
+    assert _first_undominated([]) == []
+
+
+def _options(rng: random.Random, count: int) -> list[Option]:
+    pool = PoolTemplate(
+        name="default",
+        weight=0,
+        requirements=Requirements(),
+        labels={},
+        taints=(),
+        limits=None,
+        instance_types=(),
+    )
+    options = []
+    for i in range(count):
+        capacity = {name: rng.choice([0, 1000, 2000, 4000]) for name in RESOURCES[:3]}
+        if rng.random() < 0.3:
+            capacity["nvidia.com/gpu"] = rng.choice([1000, 2000])
+        offering = Offering(zone="z1", capacity_type="spot", price=rng.choice([0.1, 0.2, 0.3]))
+        instance_type = InstanceType(
+            name=f"type-{i}",
+            labels={},
+            capacity=capacity,
+            allocatable=capacity,
+            offerings=(offering,),
+        )
+        options.append(
+            Option(
+                id=f"default/type-{i}/z1/spot",
+                pool=pool,
+                instance_type=instance_type,
+                offering=offering,
+                labels={},
+                capacity=capacity,
+                daemon_requests={},
+            )
+        )
+    return options
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_target_index_lists_the_fitting_allowed_options_cheapest_first(seed: int) -> None:
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data
+    options = _options(rng, rng.randint(1, 80))
+    index = _TargetIndex(options)
+    for _ in range(20):
+        requests = {name: rng.choice([0, 500, 1000, 3000]) for name in rng.sample(RESOURCES, 2)}
+        allowed = frozenset(o.id for o in options if rng.random() < 0.7)
+        mask = index.fitting(requests) & index.allowed(allowed)
+        expected = sorted(
+            (o for o in options if o.id in allowed and fits(requests, o.capacity)),
+            key=lambda o: (o.price, o.instance_type.name),
+        )
+        assert index.members(mask) == expected
+        listing = index.listing(mask | index.bit(options[0]))
+        assert listing is not None
+        with_chosen = sorted(
+            {o.id: o for o in [*expected, options[0]]}.values(),
+            key=lambda o: (o.price, o.instance_type.name),
+        )[:MAX_INSTANCE_TYPES]
+        assert listing.options == tuple(with_chosen)
+        assert listing.names == tuple(o.instance_type.name for o in with_chosen)
