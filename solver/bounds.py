@@ -9,8 +9,12 @@ the problem's rules. They relax the integer problem, so they can only be lower:
   ``sum_c dem_cr z_ct <= cap_tr y_t`` per resource, GPU
   ``sum_c (1000 gpu_c + frac_c) z_ct <= 1000 cap_t,gpu y_t`` (a bin's whole GPUs plus its
   devices hosting fractions are at most its GPUs, and those devices hold at most 1000 each),
-  and per hostname group ``sum_{c in g} z_ct <= cap_g y_t``. Every feasible packing gives a
-  feasible point (y_t = number of bins of type t), so the LP value is a lower bound.
+  and per hostname group ``sum_{c in g} z_ct <= cap_g y_t``; the GPU rows are repeated with
+  fractions rounded by dual feasible functions (``_dff``). Every feasible packing gives a
+  feasible point (y_t = number of bins of type t), so the LP value is a lower bound. It is
+  solved by delayed column generation over offerings (``_fluid_lp``), and never reported
+  below ``resource_bound`` or the whole-bins count of hostname groups.
+* ``resource_bound``: total demand per resource at the cheapest price per unit.
 * ``farley_bound``: the column-generation bound, valid for any dual vector (see its docstring).
 
 Floating point: values are scaled down by ``1e-6`` relative (and 1e-3 absolute) before taking
@@ -24,6 +28,8 @@ import math
 import time
 from collections.abc import Mapping
 
+import numpy as np
+import numpy.typing as npt
 from ortools.linear_solver import pywraplp
 
 from solver.problem import GPU_MILLI, AntiAffinity, BinType, PodClass, Problem, SpreadConstraint
@@ -73,58 +79,6 @@ def _floor(value: float) -> int:
     return max(0, math.ceil(value * (1 - _SAFETY) - 1e-3))
 
 
-def _aggregate(
-    problem: Problem, demand: Mapping[str, int]
-) -> tuple[list[tuple[PodClass, int]], list[tuple[BinType, list[int]]]]:
-    """Return merged classes (representative, pods) and types (cheapest, member indices).
-
-    Classes with equal demand, GPU fraction, hostname groups and allowed types are
-    interchangeable in the fluid LP, so they merge; types with equal capacity, GPUs and
-    members merge into their cheapest one. Both keep the LP value unchanged.
-    """
-    caps = hostname_caps(problem)
-    merged: dict[tuple[object, ...], int] = {}
-    reps: list[tuple[PodClass, int]] = []
-    for c in problem.classes:
-        n = demand.get(c.key, 0)
-        if n <= 0:
-            continue
-        sig = (
-            tuple(sorted((r, v) for r, v in c.demand.items() if v)),
-            c.gpu_fraction_milli,
-            tuple(sorted(g for g in c.topology if g in caps)),
-            c.allowed_bin_types,
-        )
-        i = merged.get(sig)
-        if i is None:
-            merged[sig] = len(reps)
-            reps.append((c, n))
-        else:
-            reps[i] = (reps[i][0], reps[i][1] + n)
-    members: dict[str, list[int]] = {}
-    by_type = {t.id: t for t in problem.bin_types}
-    for i, (c, _) in enumerate(reps):
-        for tid in c.allowed_bin_types:
-            t = by_type.get(tid)
-            if t is not None and fits_one(problem, c, t):
-                members.setdefault(tid, []).append(i)
-    groups: dict[tuple[object, ...], tuple[BinType, list[int]]] = {}
-    for t in problem.bin_types:
-        ms = members.get(t.id)
-        if not ms:
-            continue
-        ms.sort()
-        tsig = (tuple(sorted(t.capacity.items())), t.gpus, tuple(ms))
-        old = groups.get(tsig)
-        if old is None or (t.price_micros, t.id) < (old[0].price_micros, old[0].id):
-            groups[tsig] = (t, ms)
-    return reps, list(groups.values())
-
-
-_FULL_LP_NONZEROS = 6_000
-"""Fluid LPs up to this size are solved whole; larger ones by adding offerings as needed."""
-
-
 def resource_bound(problem: Problem, demand: Mapping[str, int]) -> int:
     """A cheap lower bound in micro-dollars for placing ``demand`` (pods per class) on new bins.
 
@@ -135,26 +89,208 @@ def resource_bound(problem: Problem, demand: Mapping[str, int]) -> int:
     fluid LP runs out of time.
     """
     totals: dict[str, int] = {}
-    usable: set[str] = set()
+    allowed: set[frozenset[str]] = set()
     for c in problem.classes:
         count = demand.get(c.key, 0)
         if count <= 0:
             continue
-        usable |= c.allowed_bin_types
+        allowed.add(c.allowed_bin_types)
         for name, amount in c.demand.items():
             totals[name] = totals.get(name, 0) + amount * count
+    usable = frozenset().union(*allowed)
+    rates: dict[str, float] = {}
+    for b in problem.bin_types:
+        if b.id not in usable:
+            continue
+        for name, cap in b.capacity.items():
+            if cap > 0 and name in totals:
+                rate = b.price_micros / cap
+                if rate < rates.get(name, math.inf):
+                    rates[name] = rate
     best = 0
     for name, total in totals.items():
-        if total <= 0:
-            continue
-        ratios = [
-            b.price_micros / b.capacity[name]
-            for b in problem.bin_types
-            if b.id in usable and b.capacity.get(name, 0) > 0
-        ]
-        if ratios:
-            best = max(best, math.floor(total * min(ratios)))
+        if total > 0 and name in rates:
+            best = max(best, math.floor(total * rates[name]))
     return best
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fluid:
+    """The fluid LP's data over merged classes ("reps") and merged offerings ("types").
+
+    Every row has one coefficient per rep and one capacity per type, so one bin of type ``t``
+    can hold the fractional contents ``a`` with ``coef @ a <= cap[:, t]`` and ``a_c = 0`` for
+    reps not in ``eligible[t]``.
+    """
+
+    counts: npt.NDArray[np.float64]
+    """Pods per rep (n,)."""
+    coef: npt.NDArray[np.float64]
+    """Per-pod coefficient per row and rep (R, n)."""
+    cap: npt.NDArray[np.float64]
+    """Per-bin capacity per row and type (R, T)."""
+    price: npt.NDArray[np.float64]
+    """Price per type in dollars (T,)."""
+    eligible: npt.NDArray[np.bool_]
+    """Whether a rep may use a type: allowed and one pod fits an empty bin (T, n)."""
+    bins: float
+    """A bound in dollars from the number of bins alone (see ``_rows_of``)."""
+
+
+def _dff(fraction: int, k: int) -> float:
+    """Fekete-Schepers dual feasible function ``u_k`` on a GPU fraction in milli-devices.
+
+    ``u_k(x) = x`` if ``(k + 1) x`` is integral, else ``floor((k + 1) x) / k``. For fractions
+    sharing one device (``sum x <= 1``) it keeps ``sum u_k(x) <= 1``, so it may replace the
+    fractions in any per-device capacity row.
+    """
+    if (k + 1) * fraction % GPU_MILLI == 0:
+        return float(fraction)
+    return GPU_MILLI * ((k + 1) * fraction // GPU_MILLI) / k
+
+
+def _aggregate(problem: Problem, demand: Mapping[str, int]) -> _Fluid | None:
+    """Build the fluid LP data; None when no pod with demand fits any allowed offering.
+
+    Classes with equal demand, GPU fraction, hostname groups and allowed types are
+    interchangeable in the fluid LP, so they merge. Offerings with equal capacities in the
+    demanded resources, GPU devices and eligible classes merge into their cheapest one (other
+    resources appear in no row). Both keep the LP value unchanged. Eligibility (allowed and
+    one pod fits, as ``fits_one``) is one vectorised comparison per distinct allowed set.
+    """
+    caps = hostname_caps(problem)
+    groups = frozenset(caps)
+    merged: dict[tuple[object, ...], int] = {}
+    reps: list[PodClass] = []
+    counts: list[int] = []
+    for c in problem.classes:
+        n = demand.get(c.key, 0)
+        if n <= 0:
+            continue
+        sig = (
+            frozenset((r, v) for r, v in c.demand.items() if v),
+            c.gpu_fraction_milli,
+            c.topology & groups,
+            c.allowed_bin_types,
+        )
+        i = merged.get(sig)
+        if i is None:
+            merged[sig] = len(reps)
+            reps.append(c)
+            counts.append(n)
+        else:
+            counts[i] += n
+    if not reps:
+        return None
+    types = problem.bin_types
+    gpu = problem.gpu_resource
+    names = sorted({r for c in reps for r, v in c.demand.items() if v > 0} | {gpu})
+    capm = np.array([[t.capacity.get(r, 0) for r in names] for t in types], dtype=np.float64)
+    capm = capm.reshape(len(types), len(names))
+    devices = np.array([t.gpus for t in types], dtype=np.float64)
+    need = np.array([[c.demand.get(r, 0) for r in names] for c in reps], dtype=np.float64)
+    frac = np.array([c.gpu_fraction_milli > 0 for c in reps], dtype=np.bool_)
+    need[:, names.index(gpu)] += frac  # a fraction takes one free device
+    fits = (capm[:, None, :] >= need[None, :, :]).all(axis=2)
+    fits &= ~frac[None, :] | (devices >= 1)[:, None]
+    by_set: dict[frozenset[str], list[int]] = {}
+    for i, c in enumerate(reps):
+        by_set.setdefault(c.allowed_bin_types, []).append(i)
+    allowed = np.zeros_like(fits)
+    for ids, cols in by_set.items():
+        mask = np.fromiter((t.id in ids for t in types), dtype=np.bool_, count=len(types))
+        allowed[:, cols] = mask[:, None]
+    eligible = fits & allowed
+    usable = eligible.any(axis=0)
+    if not usable.any():
+        return None
+    keep = np.flatnonzero(usable)
+    reps = [reps[i] for i in keep]
+    eligible = eligible[:, keep]
+    # cheapest offering per (capacities, devices, eligible reps)
+    price = np.array([t.price_micros for t in types], dtype=np.float64)
+    key = np.concatenate(
+        [capm, devices[:, None], np.packbits(eligible, axis=1).astype(np.float64)], axis=1
+    )
+    order = np.lexsort((np.arange(len(types)), price))
+    _, first = np.unique(key[order], axis=0, return_index=True)
+    chosen = np.sort(order[first])
+    chosen = chosen[eligible[chosen].any(axis=1)]
+    return _rows_of(
+        problem,
+        reps,
+        np.array(counts, dtype=np.float64)[keep],
+        ([types[j] for j in chosen], eligible[chosen]),
+        caps,
+    )
+
+
+def _rows_of(
+    problem: Problem,
+    reps: list[PodClass],
+    counts: npt.NDArray[np.float64],
+    offerings: tuple[list[BinType], npt.NDArray[np.bool_]],
+    caps: Mapping[str, int],
+) -> _Fluid:
+    """Return the LP rows: resources, GPU rows and hostname group rows.
+
+    Bins bound: every rep with demand needs a bin of a type eligible for it, and a hostname
+    group with cap ``k`` and ``n`` pods needs ``ceil(n / k)`` bins, each eligible for one of
+    its reps; so a plan costs at least that many of the cheapest such bins.
+
+    GPU rows (milli-devices): whole GPUs plus the devices hosting fractions are at most the
+    GPU capacity, and those devices are at most ``gpus``; each device holds fractions summing
+    to at most 1000, so both rows hold with the fractions themselves and, by the DFF property,
+    with ``_dff(f, k)`` in their place (a fraction above 1/2 then takes a whole device, three
+    of 400 need two devices, ...).
+    """
+    types, eligible = offerings
+    gpu = problem.gpu_resource
+    coef: list[list[float]] = []
+    cap: list[list[float]] = []
+    for r in sorted({r for c in reps for r, v in c.demand.items() if v > 0} - {gpu}):
+        coef.append([float(c.demand.get(r, 0)) for c in reps])
+        cap.append([float(t.capacity.get(r, 0)) for t in types])
+    whole = [GPU_MILLI * c.demand.get(gpu, 0) for c in reps]
+    fracs = [c.gpu_fraction_milli for c in reps]
+    gcap = [float(GPU_MILLI * t.capacity.get(gpu, 0)) for t in types]
+    dcap = [float(GPU_MILLI * t.gpus) for t in types]
+    if any(whole) or any(fracs):
+        coef.append([float(w + f) for w, f in zip(whole, fracs, strict=True)])
+        cap.append(gcap)
+    if any(fracs):
+        coef.append([float(f) for f in fracs])
+        cap.append(dcap)
+    for k in sorted({GPU_MILLI // f for f in fracs if f})[:_DFF_ROWS]:
+        coef.append([w + _dff(f, k) for w, f in zip(whole, fracs, strict=True)])
+        cap.append(gcap)
+        coef.append([_dff(f, k) for f in fracs])
+        cap.append(dcap)
+    price = np.array([t.price_micros * _UNIT for t in types], dtype=np.float64)
+    cheapest = np.where(eligible, price[:, None], np.inf).min(axis=0)
+    bins = float(cheapest.max())
+    for gid, n in sorted(caps.items()):
+        member = [1.0 if gid in c.topology else 0.0 for c in reps]
+        if any(member):
+            coef.append(member)
+            cap.append([float(n)] * len(types))
+            pods = float(np.dot(member, counts))
+            low = float(cheapest[np.array(member, dtype=np.bool_)].min())
+            bins = max(bins, math.ceil(pods / n - 1e-9) * low)
+    return _Fluid(
+        counts=counts,
+        coef=np.array(coef, dtype=np.float64).reshape(len(coef), len(reps)),
+        cap=np.array(cap, dtype=np.float64).reshape(len(cap), len(types)),
+        price=price,
+        eligible=eligible,
+        bins=bins,
+    )
+
+
+_DFF_ROWS = 3
+"""At most this many distinct ``u_k`` roundings of GPU fractions get their own rows."""
+_ADD_PER_ROUND = 1
+"""Offerings added to the restricted fluid LP per round."""
 
 
 def fluid_bound(
@@ -162,112 +298,141 @@ def fluid_bound(
 ) -> int:
     """Return the fluid LP lower bound in micro-dollars for placing ``demand`` on new bins.
 
-    Classes with demand but no offering that can hold one pod are ignored (nothing can place
-    them, so no plan does). The LP is built over merged classes and types (``_aggregate``).
-    Small LPs are solved whole. Large ones are solved over a growing subset of offerings; the
-    duals ``pi`` of the class rows of such a restricted LP are turned into a valid bound by the
-    Farley argument (``farley_bound``): with ``v_t >= max sum_i pi_i a_i`` over the fractional
-    contents ``a`` of one bin of type ``t`` (resources, hostname caps, ``a_i <= d_i``),
-    ``theta = min(1, min_t price_t / v_t)`` makes ``theta pi`` dual feasible for the full LP,
-    so ``theta sum_i pi_i d_i`` is a lower bound. Stops adding offerings at ``deadline``.
+    Never below ``resource_bound`` nor the bins bound (``_rows_of``). Classes with demand but
+    no offering that can hold one pod are ignored (nothing can place them, so no plan does).
+    The LP is built over merged classes and types (``_aggregate``) and solved by delayed
+    column generation over offerings
+    (``_fluid_lp``); stopped at ``deadline``, its duals still give a valid (Farley) bound.
     """
-    reps, types = _aggregate(problem, demand)
-    if not reps or not types:
-        return 0
-    if sum(len(ms) for _, ms in types) > _FULL_LP_NONZEROS:
-        types = _relax_types(types)
-    value = _fluid_lp(problem, reps, types, deadline)
-    return _floor(value / _UNIT) if value is not None else 0
+    simple = resource_bound(problem, demand)
+    data = _aggregate(problem, demand)
+    if data is None:
+        return simple
+    value = max(_fluid_lp(data, deadline) or 0.0, data.bins)
+    return max(simple, _floor(value / _UNIT))
 
 
-def _relax_types(
-    types: list[tuple[BinType, list[int]]], ratio: float = 1.1
-) -> list[tuple[BinType, list[int]]]:
-    """Merge offerings of similar size into relaxed ones (a smaller LP, still a lower bound).
+class _Master:
+    """The fluid LP restricted to some offerings (GLOP, grown incrementally)."""
 
-    Offerings sorted by price are grouped while every capacity of the group is within
-    ``ratio`` of its first member's; a group becomes one offering with the lowest price, the
-    largest capacity per resource, the most GPUs and every member class. Any bin of a member
-    fits the relaxed offering at no higher price, so the relaxed LP's value is not higher.
-    """
-    ordered = sorted(types, key=lambda x: (x[0].price_micros, x[0].id))
-    out: list[tuple[BinType, list[int]]] = []
-    group: list[tuple[BinType, list[int]]] = []
+    def __init__(self, data: _Fluid) -> None:
+        self.data = data
+        self.solver = pywraplp.Solver.CreateSolver("GLOP")
+        # presolve costs more than it saves on these small, re-solved LPs
+        self.solver.SetSolverSpecificParametersAsString("use_preprocessing: false")
+        inf = self.solver.infinity()
+        self.demand = [self.solver.Constraint(float(n), inf) for n in data.counts]
+        self.objective = self.solver.Objective()
+        self.objective.SetMinimization()
+        self.types: list[int] = []
+        self.rows: list[list[tuple[int, pywraplp.Constraint]]] = []
+        self.covers: list[npt.NDArray[np.bool_]] = []
 
-    def close() -> None:
-        first = group[0][0]
-        cap: dict[str, int] = {}
-        for t, _ in group:
-            for r, v in t.capacity.items():
-                cap[r] = max(cap.get(r, 0), v)
-        ms = sorted({i for _, m in group for i in m})
-        gpus = max(t.gpus for t, _ in group)
-        out.append((dataclasses.replace(first, capacity=cap, gpus=gpus), ms))
+    def add(self, t: int) -> None:
+        """Add offering ``t``: its bin count, one flow per eligible rep and its capacity rows.
 
-    for t, ms in ordered:
-        if group:
-            first = group[0][0]
-            near = t.gpus == first.gpus and all(
-                v <= ratio * first.capacity.get(r, 0) for r, v in t.capacity.items()
-            )
-            if not near or t.pool != first.pool:
-                close()
-                group = []
-        group.append((t, ms))
-    if group:
-        close()
-    return out
-
-
-def _fluid_lp(  # noqa: C901, PLR0912 - one LP
-    problem: Problem,
-    reps: list[tuple[PodClass, int]],
-    types: list[tuple[BinType, list[int]]],
-    deadline: float | None,
-) -> float | None:
-    """Solve the fluid LP over ``types``; return its value in dollars (None: not solved)."""
-    classes = [c for c, _ in reps]
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    caps = hostname_caps(problem)
-    rows = [(r, [coef[c.key] for c in classes]) for r, coef in _rows(problem, classes)]
-    obj = solver.Objective()
-    per_class: list[list[pywraplp.Variable]] = [[] for _ in reps]
-    inf = solver.infinity()
-    for t, ms in types:
-        y = solver.NumVar(0, inf, "")
-        obj.SetCoefficient(y, t.price_micros * _UNIT)
-        zs = [solver.NumVar(0, inf, "") for _ in ms]
-        for i, z in zip(ms, zs, strict=True):
-            per_class[i].append(z)
-        for r, coef in rows:
-            if not any(coef[i] for i in ms):
+        Row ``r`` of ``t`` reads ``sum_c coef_rc z_ct / cap_rt <= y_t``; its dual divided by
+        ``cap_rt`` is the row's price ``u_r`` in the certificate (see ``certificates``).
+        """
+        d, s = self.data, self.solver
+        inf = s.infinity()
+        y = s.NumVar(0, inf, "")
+        self.objective.SetCoefficient(y, float(d.price[t]))
+        reps = np.flatnonzero(d.eligible[t])
+        zs = [s.NumVar(0, inf, "") for _ in reps]
+        for i, z in zip(reps.tolist(), zs, strict=True):
+            self.demand[i].SetCoefficient(z, 1)
+        rows: list[tuple[int, pywraplp.Constraint]] = []
+        for r in range(d.coef.shape[0]):
+            cap = float(d.cap[r, t])
+            used = np.flatnonzero(d.coef[r, reps])
+            if not len(used) or cap <= 0:
                 continue
-            cap = _cap(problem, t, r)
-            ct = solver.Constraint(-inf, 0)
-            ct.SetCoefficient(y, -1 if cap else 0)
-            for i, z in zip(ms, zs, strict=True):
-                if coef[i]:
-                    ct.SetCoefficient(z, coef[i] / cap if cap else 1)
-        for gid, cap in caps.items():
-            group = [z for i, z in zip(ms, zs, strict=True) if gid in classes[i].topology]
-            if group:
-                ct = solver.Constraint(-inf, 0)
-                ct.SetCoefficient(y, -cap)
-                for z in group:
-                    ct.SetCoefficient(z, 1)
-    for (_, n), vs in zip(reps, per_class, strict=True):
-        ct = solver.Constraint(n if vs else 0, inf)
-        for v in vs:
-            ct.SetCoefficient(v, 1)
-    obj.SetMinimization()
-    if deadline is not None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        solver.SetTimeLimit(max(1, int(left * 1000)))
-    if solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    return float(obj.Value())
+            ct = s.Constraint(-inf, 0)
+            ct.SetCoefficient(y, -1)
+            for j, a in zip(used.tolist(), (d.coef[r, reps[used]] / cap).tolist(), strict=True):
+                ct.SetCoefficient(zs[j], a)
+            rows.append((r, ct))
+        self.types.append(t)
+        self.rows.append(rows)
+        # offerings whose eligible reps are all eligible on t (t's certificate applies to them)
+        self.covers.append(~(d.eligible & ~d.eligible[t]).any(axis=1))
+
+    def solve(self, deadline: float | None) -> bool:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.solver.SetTimeLimit(max(1, int(left * 1000)))
+        return bool(self.solver.Solve() == pywraplp.Solver.OPTIMAL)
+
+    def duals(self) -> npt.NDArray[np.float64]:
+        """Return the (non-negative) duals ``pi`` of the demand rows."""
+        return np.array([max(0.0, ct.dual_value()) for ct in self.demand], dtype=np.float64)
+
+    def certificates(self) -> npt.NDArray[np.float64]:
+        """Return row prices ``u`` (types in the master x rows) from the capacity rows' duals.
+
+        LP duality of the master gives, for master offering ``t0``, ``pi_c <= u @ coef[:, c]``
+        for every rep eligible on ``t0``. Then any offering ``t`` whose eligible reps are
+        eligible on ``t0`` has ``max pi @ a <= u @ cap[:, t]`` over its fractional contents.
+        """
+        d = self.data
+        out = np.zeros((len(self.types), d.coef.shape[0]), dtype=np.float64)
+        for m, (t, rows) in enumerate(zip(self.types, self.rows, strict=True)):
+            for r, ct in rows:
+                out[m, r] = max(0.0, -ct.dual_value()) / float(d.cap[r, t])
+        return out
+
+
+def _seed(data: _Fluid) -> list[int]:
+    """Return starting offerings: each rep's cheapest, and per row the cheapest per capacity."""
+    price = data.price
+    out: set[int] = set()
+    for i in range(data.eligible.shape[1]):
+        col = np.flatnonzero(data.eligible[:, i])
+        out.add(int(col[np.argmin(price[col])]))
+    with np.errstate(divide="ignore"):
+        per = np.where(data.cap > 0, price[None, :] / data.cap, np.inf)
+    for r in range(per.shape[0]):
+        if np.isfinite(per[r]).any():
+            out.add(int(np.argmin(per[r])))
+    return sorted(out)
+
+
+def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
+    """Solve the fluid LP by adding offerings as needed; return a valid bound in dollars.
+
+    Each round solves the restricted LP and bounds every offering's best fractional contents
+    ``v_t >= max pi @ a`` with the certificates of the master offerings whose eligible reps
+    include ``t``'s (``inf`` without one). Offerings with ``v_t > price_t`` join the master.
+    Farley: ``theta = min(1, min_t price_t / v_t)`` makes ``theta pi`` dual feasible for the
+    full fluid LP (``theta pi @ a <= price_t`` for every bin's contents), so
+    ``theta pi @ counts`` is a lower bound; when no offering is left to add, ``theta = 1`` up to
+    tolerances and the bound is the LP value. Returns None if the first LP is not solved.
+    """
+    master = _Master(data)
+    for t in _seed(data):
+        master.add(t)
+    value: float | None = None
+    while True:
+        if not master.solve(deadline):
+            return value
+        pi = master.duals()
+        certs = master.certificates()
+        sub = np.array(master.covers)
+        upper = np.where(sub, certs @ data.cap, np.inf).min(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(upper > 0, data.price / upper, np.inf)
+        theta = min(1.0, float(ratio.min()))
+        value = max(value or 0.0, theta * float(pi @ data.counts))
+        ratio[master.types] = np.inf
+        todo = [t for t in np.argsort(ratio, kind="stable") if ratio[t] < 1 - 1e-9]
+        todo = todo[:_ADD_PER_ROUND]
+        if not todo or (deadline is not None and time.monotonic() >= deadline):
+            return value
+        for t in todo:
+            master.add(int(t))
 
 
 def knapsack_upper(
