@@ -29,15 +29,23 @@ keeps every offering of the highest-weight pool that still fits its pods and lau
 cheapest at the end. ``cost_aware_ffd``: a new bin is opened with the offering of lowest price
 per copy of the opening class, open bins are tried first-fit in opening order, and every bin is
 downsized to the cheapest offering of its pool and zone that fits its contents at the end.
+
+Speed (none of it changes a plan): offerings that hold the same pods (``weights.fit_key``) are
+checked once; eligible lists, opening rankings (sorted lazily) and capacity bounds are cached
+per run; Karpenter's fill order is kept sorted between fills (``_NpodsOrder``); cost-aware
+fills skip the leading open bins earlier fills of the same demand found spent.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-from bisect import insort
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Generic, TypeVar
 
 from solver.problem import (
     GPU_MILLI,
@@ -61,12 +69,14 @@ from solver.problem import (
     UnplacedReason,
 )
 from solver.validate import cost
-from solver.weights import apply_pool_weights, fits_one
+from solver.weights import apply_pool_weights, fit_key, fits_one
 
 Domain = tuple[str | None, str | None]
 """(pool, zone) a gang is confined to; ``None`` = unconstrained."""
 
 _INF = 1 << 60
+
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -104,11 +114,61 @@ class _Bin:
     """
     seq: int = 0
     """Opening order of new bins."""
-    maxcap: dict[str, int] | None = None
+    maxcap: _Cap | None = None
     """Cache: the largest capacity per resource over ``cands`` (an upper bound of the room)."""
+    allow: list[frozenset[str]] | None = None
+    """Cache: the distinct allowed bin type sets of the classes on the bin."""
+    listed: bool = False
+    """A new bin in ``_State.bins`` (not a trial bin ``open_bin`` may discard)."""
+    home: str | None = None
+    """The key of the ``_State.by_zone`` list holding a listed new bin."""
 
     def pool(self) -> str:
         return self.existing.pool if self.existing is not None else self.by_cpu[0].pool
+
+
+@dataclass(frozen=True, slots=True)
+class _Cap:
+    """The largest capacity per resource over some offerings, and how many offerings reach it.
+
+    ``top`` has a resource when some offering lists it (as ``_maxcap``); ``hits`` counts the
+    offerings listing the resource at ``top``, so that dropping offerings rarely rescans.
+    """
+
+    top: dict[str, int]
+    hits: dict[str, int]
+
+    @classmethod
+    def of(cls, types: list[BinType]) -> _Cap:
+        """Return the capacity bound of ``types``."""
+        top = _maxcap(types)
+        hits = dict.fromkeys(top, 0)
+        for t in types:
+            for r, v in t.capacity.items():
+                if v == top[r]:
+                    hits[r] += 1
+        return cls(top, hits)
+
+    def without(self, dropped: list[BinType], kept: list[BinType]) -> _Cap:
+        """Return the bound of ``kept``, given that this is the bound of ``kept + dropped``."""
+        hits = dict(self.hits)
+        top = self.top
+        for t in dropped:
+            for r, v in t.capacity.items():
+                if v == top[r]:
+                    hits[r] -= 1
+        lost = [r for r, n in hits.items() if n == 0]
+        if not lost:
+            return _Cap(top, hits)
+        top = dict(top)
+        for r in lost:
+            vals = [t.capacity[r] for t in kept if r in t.capacity]
+            if vals:
+                top[r] = max(vals)
+                hits[r] = vals.count(top[r])
+            else:
+                del top[r], hits[r]
+        return _Cap(top, hits)
 
 
 @dataclass(slots=True)
@@ -133,6 +193,79 @@ class _Move:
     opened: bool
     charged: BinType | None
     """The bin's charged offering before the move (restored by ``undo``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Offers:
+    """Candidate offerings a new bin can be opened with (shared, built once per run)."""
+
+    by_cpu: list[BinType]
+    by_price: list[BinType]
+    pin: str | None
+    """The zone of every offering when they share one, else None."""
+    width: int
+    """The most GPU devices of any offering."""
+
+    @classmethod
+    def of(cls, types: list[BinType]) -> _Offers:
+        """Return the offers of ``types`` (not empty) with both sort orders."""
+        zones = {t.zone for t in types}
+        pin = types[0].zone if len(zones) == 1 else None
+        return cls(_by_cpu(types), _by_price(types), pin, max(t.gpus for t in types))
+
+
+class _NpodsOrder:
+    """Open new bins of one fill zone in Karpenter's order, kept sorted between fills.
+
+    A fill in zone ``z`` tries ``by_zone[z] + by_zone[None]`` (zone None: every new bin)
+    stably sorted by pod count. While every bin list is sorted by ``seq`` and ``seq`` is
+    unique (``_Packer.seq_ordered``), that is the order of (pods, part, seq) with part 0 for
+    the first list and 1 for the second; bins whose pod count or list changed are re-keyed.
+    """
+
+    def __init__(self, zone: str | None) -> None:
+        self.zone = zone
+        self.keys: list[tuple[int, int, int]] = []
+        self.bins: list[_Bin] = []
+        self.key_of: dict[int, tuple[int, int, int]] = {}
+        self.seen = -1
+        """How much of the log of changed bins is applied (-1: not built yet)."""
+
+    def part(self, b: _Bin) -> int | None:
+        """Return which list of the fill holds ``b`` (None: neither)."""
+        if not b.listed:
+            return None
+        if self.zone is None or b.home == self.zone:
+            return 0
+        return 1 if b.home is None else None
+
+    def update(self, parts: list[list[_Bin]], moved: list[_Bin]) -> list[_Bin]:
+        """Bring the order up to date and return a copy of it.
+
+        ``parts`` are the fill's bin lists; ``moved`` logs every bin whose pod count or list
+        changed (appended, never cleared while this order lives).
+        """
+        if self.seen < 0:
+            self.keys = sorted((b.npods, p, b.seq) for p, part in enumerate(parts) for b in part)
+            by_key = {(p, b.seq): b for p, part in enumerate(parts) for b in part}
+            self.bins = [by_key[k[1:]] for k in self.keys]
+            self.key_of = {id(b): k for k, b in zip(self.keys, self.bins, strict=True)}
+        else:
+            dirty = {id(b): b for b in moved[self.seen :]}
+            for ident, b in dirty.items():
+                old = self.key_of.pop(ident, None)
+                if old is not None:
+                    j = bisect_left(self.keys, old)
+                    del self.keys[j], self.bins[j]
+                p = self.part(b)
+                if p is not None:
+                    new = (b.npods, p, b.seq)
+                    j = bisect_left(self.keys, new)
+                    self.keys.insert(j, new)
+                    self.bins.insert(j, b)
+                    self.key_of[ident] = new
+        self.seen = len(moved)
+        return list(self.bins)
 
 
 @dataclass(slots=True)
@@ -170,6 +303,87 @@ def _fractions(  # noqa: PLR0917 - one small pure helper
     return plan
 
 
+class _Catalog:
+    """Per-run index of the offerings.
+
+    Offerings with equal ``fit_key`` (same capacity and GPUs, e.g. one instance type in every
+    zone) hold the same pods, so fit questions are answered once per such group.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        self.p = problem
+        groups: dict[tuple[int, tuple[tuple[str, int], ...]], int] = {}
+        self.reps: list[BinType] = []
+        """One offering per group."""
+        self.gids: list[int] = []
+        """The group of each of ``problem.bin_types``."""
+        for t in problem.bin_types:
+            g = groups.setdefault(fit_key(t), len(self.reps))
+            if g == len(self.reps):
+                self.reps.append(t)
+            self.gids.append(g)
+        self.gid = {t.id: g for t, g in zip(problem.bin_types, self.gids, strict=True)}
+        self._fits: dict[tuple[object, ...], bytes] = {}
+        self._copies: dict[tuple[object, ...], list[int]] = {}
+
+    @staticmethod
+    def demand_key(c: PodClass) -> tuple[object, ...]:
+        """Return what the fit and size of one pod of ``c`` depend on."""
+        return tuple(sorted(c.demand.items())), c.gpu_fraction_milli
+
+    def fits(self, c: PodClass) -> bytes:
+        """Return per group whether one pod of ``c`` fits its offerings (``fits_one``)."""
+        key = self.demand_key(c)
+        out = self._fits.get(key)
+        if out is None:
+            out = self._fits[key] = bytes(fits_one(self.p, c, t) for t in self.reps)
+        return out
+
+    def eligible(self, c: PodClass) -> list[BinType]:
+        """Return the offerings ``c`` allows that hold one of its pods, in problem order."""
+        ok, allowed = self.fits(c), c.allowed_bin_types
+        return [
+            t for t, g in zip(self.p.bin_types, self.gids, strict=True) if ok[g] and t.id in allowed
+        ]
+
+    def copies(self, c: PodClass) -> list[int]:
+        """Return per group how many pods of ``c`` an empty bin holds (``_INF``: unbounded)."""
+        key = self.demand_key(c)
+        out = self._copies.get(key)
+        if out is None:
+            out = self._copies[key] = [_copies(t, c, _INF) for t in self.reps]
+        return out
+
+
+class _Lazy(Generic[_T]):
+    """A sequence materialised on demand from an iterator (of non-None items).
+
+    It can be iterated any number of times, also concurrently.
+    """
+
+    def __init__(self, source: Iterator[_T]) -> None:
+        self._source = source
+        self._done: list[_T] = []
+
+    def __iter__(self) -> Iterator[_T]:
+        i = 0
+        while True:
+            if i == len(self._done):
+                nxt = next(self._source, None)
+                if nxt is None:
+                    return
+                self._done.append(nxt)
+            yield self._done[i]
+            i += 1
+
+
+def _pop_all(keyed: list[tuple[float, str, BinType]]) -> Iterator[BinType]:
+    """Yield the offerings in increasing (key, id) order (a heap: most bins open with the first)."""
+    heapq.heapify(keyed)
+    while keyed:
+        yield heapq.heappop(keyed)[2]
+
+
 class _Packer:
     """Bulk first-fit state shared by both greedy policies."""
 
@@ -202,6 +416,11 @@ class _Packer:
             r: min((d.get(r, 0) for d in small), default=0) for r in ("cpu", "memory", "pods")
         }
         self._eligible: dict[tuple[object, ...], list[BinType]] = {}
+        self.catalog = _Catalog(problem)
+        self._kinds: dict[tuple[object, ...], int] = {}
+        self._kind_of: dict[str, tuple[int, int]] = {}
+        self._rooms: dict[str, int] = {}
+        self._gates: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
         live = [c for c in problem.classes if c.count > 0]
         res = sorted({r for c in live for r, v in c.demand.items() if v > 0})
         self._bit = {r: 1 << i for i, r in enumerate(res)}
@@ -209,9 +428,23 @@ class _Packer:
         self._frac_bit = 1 << len(res)
         self._min_frac = min((c.gpu_fraction_milli or _INF for c in live), default=_INF)
         self._masks: dict[str, int] = {}
-        self._fullcap: dict[int, dict[str, int]] = {}
+        self._fullcap: dict[int, _Cap] = {}
+        self._zoned_lists: dict[tuple[int, str], tuple[list[BinType], _Cap]] = {}
         self._wide: dict[tuple[str, str | None], tuple[list[BinType], list[BinType]]] = {}
-        self._options: dict[tuple[object, ...], list[tuple[list[BinType], list[BinType]]]] = {}
+        self._options: dict[tuple[object, ...], list[_Offers]] = {}
+        self._ranked: dict[tuple[object, ...], _Lazy[_Offers]] = {}
+        self._ranked_all: dict[tuple[object, ...], _Lazy[BinType]] = {}
+        # per (zone, demand): leading open bins cost-aware fills skip (see ``_skip_key``)
+        self._skip: dict[tuple[str | None, int], int] = {}
+        self._skip_gen = 0  # bumped by every clear of ``_skip``
+        # Karpenter's fill order per zone, kept sorted; cleared by ``undo``
+        self._orders: dict[str | None, _NpodsOrder] = {}
+        # the bins whose pod count or list changed since the orders were built, in order
+        self._moved: list[_Bin] = []
+        # every bin list is sorted by ``seq`` and seqs are unique (until ``undo`` filters)
+        self.seq_ordered = True
+        self._zones: dict[tuple[object, ...], list[str]] = {}
+        self._singles: dict[str, _Offers] = {}
 
     # ---- exhausted bins -----------------------------------------------------------------
     def need_mask(self, c: PodClass) -> int:
@@ -230,12 +463,7 @@ class _Packer:
         Conservative: capacity is the largest over the bin's offerings, and a need is only
         marked when even the smallest demand of any class for it does not fit.
         """
-        if b.existing is not None:
-            big: Mapping[str, int] = b.existing.remaining
-        else:
-            big = self._fullcap.get(id(b.by_cpu)) or self._fullcap.setdefault(
-                id(b.by_cpu), _maxcap(b.by_cpu)
-            )
+        big = b.existing.remaining if b.existing is not None else self._full_cap(b.by_cpu).top
         fresh = b_fresh(b)
         used, gpu = b.used, self.gpu
         m = 0
@@ -251,6 +479,32 @@ class _Packer:
             ):
                 m |= self._frac_bit
         return m
+
+    def _full_cap(self, types: list[BinType]) -> _Cap:
+        """Return the capacity bound of a shared candidate list (cached for the run).
+
+        The lists are kept alive by the option caches, so their ids are stable.
+        """
+        cap = self._fullcap.get(id(types))
+        if cap is None:
+            cap = self._fullcap[id(types)] = _Cap.of(types)
+        return cap
+
+    def _zoned(self, types: list[BinType], zone: str) -> tuple[list[BinType], _Cap]:
+        """Return the offerings of a shared list in ``zone`` and their bound (cached).
+
+        Offerings of other zones can never launch a bin pinned to ``zone``.
+        """
+        key = (id(types), zone)
+        out = self._zoned_lists.get(key)
+        if out is None:
+            kept = [t for t in types if t.zone == zone]
+            if len(kept) == len(types):
+                out = (types, self._full_cap(types))
+            else:
+                out = (kept, _Cap.of(kept))
+            self._zoned_lists[key] = out
+        return out
 
     # ---- rules --------------------------------------------------------------------------
     def needy(self, c: PodClass) -> bool:
@@ -300,6 +554,27 @@ class _Packer:
             )
             self._hrules[c.key] = rules
         return rules
+
+    def _gate(self, c: PodClass) -> tuple[list[str], list[tuple[str, int]]]:
+        """Return the hostname rules of ``c`` on a new bin as a cheap test (see ``_gate_ok``).
+
+        ``host_room`` of a new bin is positive exactly when every group of the first list is
+        present and every (group, limit) of the second is below its limit.
+        """
+        gate = self._gates.get(c.key)
+        if gate is None:
+            present: list[str] = []
+            below: list[tuple[str, int]] = []
+            for kind, tid, t in self._host_rules(c):
+                if kind == 0:
+                    assert isinstance(t, SpreadConstraint)  # noqa: S101 - by construction
+                    below.append((tid, t.max_skew))
+                elif kind == 1:
+                    below.append((tid, 1))
+                else:
+                    present.append(tid)
+            gate = self._gates[c.key] = (present, below)
+        return gate
 
     def host_room(self, b: _Bin, c: PodClass) -> int:
         """Return how many pods of ``c`` the hostname rules allow on ``b``."""
@@ -402,6 +677,7 @@ class _Packer:
         b.by_cpu, b.by_price = lists
         b.cands = b.maxcap = None
         b.wide = True
+        self._clear_skips()
         extra = max(t.gpus for t in lists[0]) - len(b.free)
         if extra > 0:
             b.free.extend([GPU_MILLI] * extra)
@@ -421,7 +697,7 @@ class _Packer:
         if (zone is not None and t.zone != zone) or t.gpus <= b.top_dev:
             return False
         if allowed is None:
-            allowed = [self.classes[k].allowed_bin_types for k in b.counts]
+            allowed = self.on_bin(b)
         if any(t.id not in a for a in allowed):
             return False
         if fresh is None:
@@ -432,12 +708,19 @@ class _Packer:
                 return False
         return not (fresh and self.gpu not in b.used and fresh > cap.get(self.gpu, 0))
 
+    def on_bin(self, b: _Bin) -> list[frozenset[str]]:
+        """Return the distinct allowed bin type sets of the classes on ``b`` (cached)."""
+        if b.allow is None:
+            sets = (self.classes[k].allowed_bin_types for k in b.counts)
+            b.allow = list({id(a): a for a in sets}.values())
+        return b.allow
+
     def launch(self, b: _Bin) -> BinType | None:
         """Return the cheapest valid offering of a new bin (None for existing bins)."""
         if b.existing is not None:
             return None
         fresh = b_fresh(b)
-        allowed = [self.classes[k].allowed_bin_types for k in b.counts]
+        allowed = self.on_bin(b)
         return next((t for t in b.by_price if self.valid(b, t, b.pin, fresh, allowed)), None)
 
     def _fit_new(  # noqa: C901, PLR0912 - one scan with its shortcuts
@@ -448,22 +731,30 @@ class _Packer:
         cpu = c.demand.get("cpu", 0)
         used_cpu = b.used["cpu"]
         rooms: list[int] = []
-        cands = b.by_cpu if b.cands is None else b.cands
-        if b.maxcap is None:
-            b.maxcap = _maxcap(cands)
-        maxcap, used = b.maxcap, b.used
+        if b.cands is None and b.pin is not None:
+            cands, b.maxcap = self._zoned(b.by_cpu, b.pin)
+            b.cands = cands
+        elif b.cands is None:
+            cands = b.by_cpu
+            if b.maxcap is None:
+                b.maxcap = self._full_cap(cands)
+        else:
+            cands = b.cands
+            if b.maxcap is None:
+                b.maxcap = _Cap.of(cands)
+        maxcap, used = b.maxcap.top, b.used
         if any(v > 0 and v > maxcap.get(r, 0) - used[r] for r, v in c.demand.items()):
             return None
         fresh = b_fresh(b)
-        on_bin = [self.classes[k].allowed_bin_types for k in b.counts]
-        dropped: set[int] = set()
+        on_bin = self.on_bin(b)
+        dropped: list[BinType] = []
         for t in cands:  # largest cpu first
             if not self.tracked and _done(best, limit, cpu, t, used_cpu):
                 break
             if t.id not in allowed:
                 continue
             if not self.valid(b, t, b.pin, fresh, on_bin):
-                dropped.add(id(t))
+                dropped.append(t)
                 continue
             if zone is not None and t.zone != zone:
                 continue
@@ -473,8 +764,9 @@ class _Packer:
             if k > 0:
                 rooms.append(k)
         if dropped:
-            b.cands = [t for t in cands if id(t) not in dropped]
-            b.maxcap = None
+            gone = {id(t) for t in dropped}
+            b.cands = [t for t in cands if id(t) not in gone]
+            b.maxcap = b.maxcap.without(dropped, b.cands)
         if best_t is None:
             return None
         if not self.tracked:
@@ -516,6 +808,8 @@ class _Packer:
             if not opened:
                 self.s.by_zone[b.pin].remove(b)
                 insort(self.s.by_zone[f.zone], b, key=lambda x: x.seq)
+                b.home = f.zone
+                self._clear_skips()
             b.pin = f.zone
         before = b.charged
         self._record(b, c, f.k, f.devs, f.zone)
@@ -545,10 +839,17 @@ class _Packer:
             b.maxcap = None
         for r, v in c.demand.items():
             b.used[r] += v * k
+        if c.key not in b.counts and b.allow is not None:
+            a = c.allowed_bin_types
+            if not any(x is a for x in b.allow):
+                b.allow = [*b.allow, a]
         b.counts[c.key] += k
         b.npods += k
+        if self.karpenter:
+            self._moved.append(b)
         if b.counts[c.key] == 0:
             del b.counts[c.key]
+            b.allow = None
         for tid in c.topology:
             b.group[tid] += k
             if zone is not None:
@@ -564,6 +865,7 @@ class _Packer:
 
     def undo(self, journal: list[_Move]) -> None:
         """Remove every pod the journal placed (bins opened for it are dropped)."""
+        self._forget_orders()
         for m in reversed(journal):
             neg = [-x for x in m.devs] if m.devs is not None else None
             self._record(m.b, m.c, -m.k, neg, m.zone)
@@ -577,31 +879,41 @@ class _Packer:
                     self._charge(m.charged, 1)
                 b.charged = m.charged
         dropped = {id(m.b) for m in journal if m.opened and m.b.npods == 0}
+        for m in journal:
+            if id(m.b) in dropped:
+                m.b.listed = False
         if dropped:
             removed = _drop(self.s.bins, dropped)
             removed += sum(_drop(lst, dropped) for lst in self.s.by_zone.values())
             if removed != 2 * len(dropped):  # not at the tails: filter everything
+                self.seq_ordered = False
                 self.s.bins = [b for b in self.s.bins if id(b) not in dropped]
                 for lst in self.s.by_zone.values():
                     lst[:] = [b for b in lst if id(b) not in dropped]
         journal.clear()
 
     # ---- new bins ------------------------------------------------------------------------
-    def _shape(self, c: PodClass) -> tuple[object, ...]:
-        return (tuple(sorted(c.demand.items())), c.gpu_fraction_milli, c.allowed_bin_types)
+    def _kind(self, c: PodClass) -> tuple[int, int]:
+        """Return small ids of (the offerings ``c`` can use, its demand) (cached per class).
+
+        Classes of equal first id have equal ``eligible`` lists; of equal ids, equal rankings.
+        """
+        kind = self._kind_of.get(c.key)
+        if kind is None:
+            cat = self.catalog
+            keys = ((c.allowed_bin_types, cat.fits(c)), cat.demand_key(c))
+            ids = [self._kinds.setdefault(k, len(self._kinds)) for k in keys]
+            kind = self._kind_of[c.key] = (ids[0], ids[1])
+        return kind
 
     def eligible(self, c: PodClass, domain: Domain) -> list[BinType]:
         """Return the allowed offerings of ``domain`` that hold one pod of ``c``."""
-        key = (self._shape(c), domain)
+        key = (self._kind(c)[0], domain)
         out = self._eligible.get(key)
         if out is None:
             pool, zone = domain
             if domain == (None, None):
-                out = [
-                    t
-                    for t in self.p.bin_types
-                    if t.id in c.allowed_bin_types and fits_one(self.p, c, t)
-                ]
+                out = self.catalog.eligible(c)
             else:
                 out = [
                     t
@@ -611,85 +923,183 @@ class _Packer:
             self._eligible[key] = out
         return out
 
-    def open_options(
-        self, c: PodClass, domain: Domain, remaining: int
-    ) -> list[tuple[list[BinType], list[BinType]]]:
-        """Return candidate lists (by cpu, by price) for a new bin for ``c``, best first."""
-        types = self.eligible(c, domain)
+    def empty_room(self, c: PodClass) -> int:
+        """Return ``host_room`` of an empty new bin for ``c`` (cached per class)."""
+        room = self._rooms.get(c.key)
+        if room is None:
+            room = self._rooms[c.key] = self.host_room(_Bin(None, [], [], []), c)
+        return room
+
+    def open_options(self, c: PodClass, domain: Domain, remaining: int) -> Iterable[_Offers]:
+        """Return candidate offers for a new bin for ``c``, best first."""
         if self.karpenter:
-            key = (self._shape(c), domain, 0)
-            if key not in self._options:
+            key = (self._kind(c)[0], domain)
+            opts = self._options.get(key)
+            if opts is None:
                 by_pool: defaultdict[str, list[BinType]] = defaultdict(list)
-                for t in types:
+                for t in self.eligible(c, domain):
                     by_pool[t.pool].append(t)
                 order = sorted(by_pool, key=lambda p: (-self.p.pool_weights.get(p, 0), p))
-                self._options[key] = [(_by_cpu(by_pool[p]), _by_price(by_pool[p])) for p in order]
-            return self._options[key]
-        cap = min(remaining, self.host_room(_Bin(None, [], [], []), c) or remaining)
-        key = (self._shape(c), domain, cap)
-        if key not in self._options:
-            ranked = sorted(types, key=lambda t: _price_per_copy(t, c, cap))
-            self._options[key] = [([t], [t]) for t in ranked]
-        return self._options[key]
+                opts = self._options[key] = [_Offers.of(by_pool[p]) for p in order]
+            return opts
+        cap = min(remaining, self.empty_room(c) or remaining)
+        rkey = (self._kind(c), domain, cap)
+        ranked = self._ranked.get(rkey)
+        if ranked is None:
+            pool, zone = domain
+            ranked = self._ranked[rkey] = _Lazy(
+                self._single(t)
+                for t in self._by_price_per_copy(c, cap)
+                if (pool is None or t.pool == pool) and (zone is None or t.zone == zone)
+            )
+        return ranked
+
+    def _by_price_per_copy(self, c: PodClass, cap: int) -> _Lazy[BinType]:
+        """Return ``eligible(c, (None, None))`` by price per copy of ``c`` (up to ``cap``), id.
+
+        Shared by every domain (their rankings are this one filtered), cached per class kind.
+        """
+        key = (self._kind(c), cap)
+        ranked = self._ranked_all.get(key)
+        if ranked is None:
+            copies, gid = self.catalog.copies(c), self.catalog.gid
+            keyed = [
+                (t.price_micros / max(min(cap, copies[gid[t.id]]), 1), t.id, t)
+                for t in self.eligible(c, (None, None))
+            ]
+            ranked = self._ranked_all[key] = _Lazy(_pop_all(keyed))
+        return ranked
+
+    def _single(self, t: BinType) -> _Offers:
+        """Return the offers of ``t`` alone (one shared object per offering)."""
+        o = self._singles.get(t.id)
+        if o is None:
+            o = self._singles[t.id] = _Offers([t], [t], t.zone, t.gpus)
+        return o
 
     def open_bin(self, c: PodClass, domain: Domain, limit: int, journal: list[_Move]) -> int:
         """Open one new bin with as many pods of ``c`` as fit; return how many (0: none)."""
-        if not self.eligible(c, domain) or self.host_room(_Bin(None, [], [], []), c) <= 0:
+        if not self.eligible(c, domain) or self.empty_room(c) <= 0:
             return 0
-        for by_cpu, by_price in self.open_options(c, domain, limit):
-            width = max(t.gpus for t in by_cpu)
-            b = _Bin(None, by_cpu, by_price, [GPU_MILLI] * width)
-            b.dev_use = [0] * width
-            if all(t.zone == by_cpu[0].zone for t in by_cpu):
-                b.pin = by_cpu[0].zone
+        for o in self.open_options(c, domain, limit):
+            b = _Bin(None, o.by_cpu, o.by_price, [GPU_MILLI] * o.width, pin=o.pin)
+            b.dev_use = [0] * o.width
             f = self.fit(b, c, domain, limit)
             if f is not None:
                 b.seq = len(self.s.bins)
                 self.s.bins.append(b)
                 self.s.by_zone[b.pin].append(b)
+                b.listed, b.home = True, b.pin
                 self.commit(b, c, f, journal, opened=True)
                 return f.k
         return 0
 
     # ---- classes -------------------------------------------------------------------------
+    def _forget_orders(self) -> None:
+        """Drop the cached fill orders (bins left a list or lost pods)."""
+        self._clear_skips()
+        self._orders.clear()
+        self._moved.clear()
+
+    def _open_order(self, zone: str | None) -> list[_Bin]:
+        """Return the open new bins a fill in ``zone`` tries, in order (a new list)."""
+        bins = self.s.bins
+        if self.karpenter:
+            parts = [bins[self.n_existing :]] if zone is None else self._zone_parts(zone)
+            if not self.seq_ordered:
+                return sorted([b for part in parts for b in part], key=attrgetter("npods"))
+            order = self._orders.get(zone)
+            if order is None:
+                order = self._orders[zone] = _NpodsOrder(zone)
+            return order.update(parts, self._moved)
+        if zone is None:
+            return bins[self.n_existing :]
+        by_zone = self.s.by_zone
+        if not by_zone[None]:
+            return list(by_zone[zone])
+        return sorted(by_zone[zone] + by_zone[None], key=lambda b: b.seq)
+
+    def _zone_parts(self, zone: str) -> list[list[_Bin]]:
+        """Return the lists of open new bins a fill in ``zone`` tries, in order."""
+        by_zone = self.s.by_zone
+        return [by_zone[zone], by_zone[None]]
+
     def fill(self, c: PodClass, domain: Domain, n: int, journal: list[_Move]) -> int:
         """Place up to ``n`` pods of ``c`` in ``domain``: existing, open, then new bins."""
-        placed = 0
-        bins = self.s.bins
         zone = domain[1]
-        if zone is None:
-            opened = bins[self.n_existing :]
-        else:
-            by_zone = self.s.by_zone
-            opened = by_zone[zone] + by_zone[None] if by_zone[None] else list(by_zone[zone])
-            if by_zone[None] and not self.karpenter:
-                opened.sort(key=lambda b: b.seq)
-        if self.karpenter:
-            opened = sorted(opened, key=lambda b: b.npods)
-        dem = [(r, v) for r, v in c.demand.items() if v > 0]
-        need = self.need_mask(c)
         widen = not self.karpenter and self.needy(c)
-        for b in bins[: self.n_existing] + opened:
-            if placed >= n:
-                break
-            if widen and b.existing is None and not b.wide and self.host_room(b, c) > 0:
-                self._widen(b)
-                b.exh, b.dead = self._exhausted(b), False
-            if b.dead or b.exh & need or (zone is not None and b.pin is not None and b.pin != zone):
-                continue
-            mc, used = b.maxcap, b.used
-            if mc is not None and any(v > mc.get(r, 0) - used[r] for r, v in dem):
-                continue
-            f = self.fit(b, c, domain, n - placed)
-            if f is not None:
-                self.commit(b, c, f, journal, opened=False)
-                placed += f.k
+        skip_key = self._skip_key(c, zone) if not widen else None
+        start = self._skip.get(skip_key, 0) if skip_key is not None else 0
+        gen = self._skip_gen
+        placed, spent = self._visit(c, domain, n, journal, self._open_order(zone)[start:], widen)
+        if skip_key is not None and gen == self._skip_gen:
+            self._skip[skip_key] = start + spent
         while placed < n:
             k = self.open_bin(c, domain, n - placed, journal)
             if k == 0:
                 break
             placed += k
         return placed
+
+    def _visit(  # noqa: PLR0917 - the loop of fill
+        self,
+        c: PodClass,
+        domain: Domain,
+        n: int,
+        journal: list[_Move],
+        opened: list[_Bin],
+        widen: bool,
+    ) -> tuple[int, int]:
+        """Put up to ``n`` pods of ``c`` on the existing bins, then ``opened``, first fit.
+
+        Returns (pods placed, length of the leading run of ``opened`` that is spent for the
+        demand of ``c``: dead, exhausted for its needs or without room for one pod).
+        """
+        placed = spent = 0
+        run = True
+        zone = domain[1]
+        present, below = self._gate(c)
+        dem = [(r, v) for r, v in c.demand.items() if v > 0]
+        need = self.need_mask(c)
+        for b in self.s.bins[: self.n_existing] + opened:
+            if placed >= n:
+                break
+            if widen and b.existing is None and not b.wide and self.host_room(b, c) > 0:
+                self._widen(b)
+                b.exh, b.dead = self._exhausted(b), False
+            new = b.existing is None
+            blocked = (zone is not None and b.pin is not None and b.pin != zone) or (
+                (present or below) and new and not _gate_ok(b.group, present, below)
+            )  # other zone, or host_room(b, c) == 0
+            if b.dead or b.exh & need or (not blocked and not _room_ok(b.maxcap, b.used, dem)):
+                if run and new:
+                    spent += 1
+                continue
+            run = run and not new
+            if blocked:
+                continue
+            f = self.fit(b, c, domain, n - placed)
+            if f is not None:
+                self.commit(b, c, f, journal, opened=False)
+                placed += f.k
+        return placed, spent
+
+    def _clear_skips(self) -> None:
+        """Forget the skip counts (a bin list changed other than at its end, or bins grew)."""
+        self._skip.clear()
+        self._skip_gen += 1
+
+    def _skip_key(self, c: PodClass, zone: str | None) -> tuple[str | None, int] | None:
+        """Return the key of the skip count of cost-aware fills of ``c`` in ``zone``, if any.
+
+        Cost-aware fills try open bins in a list that only grows at its end (between undos,
+        widenings and re-pinnings, which clear the counts), and a bin spent for a demand (see
+        ``_visit``) stays spent meanwhile: pods are only added, offerings only dropped. So a
+        fill may start after the leading bins that earlier fills of that demand found spent.
+        """
+        if self.karpenter or (zone is not None and self.s.by_zone[None]):
+            return None
+        return zone, self._kind(c)[1]
 
     def place_class(
         self, c: PodClass, domain: Domain, n: int, log: list[_Move] | None = None
@@ -727,15 +1137,23 @@ class _Packer:
         return self._place_one_by_one(c, rules, zones, domain, n, journal=journal)
 
     def _reachable_zones(self, c: PodClass, domain: Domain) -> list[str]:
-        zs = {t.zone for t in self.eligible(c, domain)}
-        zs |= {
-            e.zone
-            for e in self.p.existing
-            if e.id in c.allowed_existing and (domain[0] is None or e.pool == domain[0])
-        }
-        if domain[1] is not None:
-            zs &= {domain[1]}
-        return sorted(zs)
+        """Return the sorted zones of the offerings and existing bins ``c`` may use in ``domain``.
+
+        Cached per eligible offerings, allowed existing bins and domain.
+        """
+        key = (self._kind(c)[0], c.allowed_existing, domain)
+        out = self._zones.get(key)
+        if out is None:
+            zs = {t.zone for t in self.eligible(c, domain)}
+            zs |= {
+                e.zone
+                for e in self.p.existing
+                if e.id in c.allowed_existing and (domain[0] is None or e.pool == domain[0])
+            }
+            if domain[1] is not None:
+                zs &= {domain[1]}
+            out = self._zones[key] = sorted(zs)
+        return out
 
     def _load(self, c: PodClass, zone: str, counts: dict[str, Counter[str]]) -> int:
         return sum(counts[t][zone] for t in sorted(c.topology) if t in counts)
@@ -804,6 +1222,28 @@ class _Packer:
         return placed
 
 
+def _gate_ok(group: Mapping[str, int], present: list[str], below: list[tuple[str, int]]) -> bool:
+    """Return whether a new bin with these group counts passes ``_Packer._gate``."""
+    for tid in present:
+        if not group.get(tid, 0):
+            return False
+    for tid, limit in below:  # noqa: SIM110 - a hot loop: plain loops beat all() here
+        if group.get(tid, 0) >= limit:
+            return False
+    return True
+
+
+def _room_ok(cap: _Cap | None, used: Mapping[str, int], dem: list[tuple[str, int]]) -> bool:
+    """Return whether every demand of ``dem`` is within ``cap.top - used`` (None: unknown)."""
+    if cap is None:
+        return True
+    top = cap.top
+    for r, v in dem:  # noqa: SIM110 - a hot loop: plain loops beat all() here
+        if v > top.get(r, 0) - used.get(r, 0):
+            return False
+    return True
+
+
 def b_fresh(b: _Bin) -> int:
     """Return how many fully free devices of ``b`` already host fractions."""
     return sum(1 for d, use in enumerate(b.dev_use) if use > 0 and b.free[d] == GPU_MILLI)
@@ -846,14 +1286,19 @@ def _by_price(types: list[BinType]) -> list[BinType]:
     return sorted(types, key=lambda t: (t.price_micros, t.id))
 
 
-def _price_per_copy(t: BinType, c: PodClass, remaining: int) -> tuple[float, str]:
+def _copies(t: BinType, c: PodClass, remaining: int) -> int:
+    """Return how many pods of ``c`` (at most ``remaining``) an empty ``t`` holds.
+
+    A new cost-aware bin opens with the offering of lowest price per copy of its class,
+    ``price / max(copies, 1)``, ties broken by id.
+    """
     copies = remaining
     for r, v in c.demand.items():
         if v > 0:
             copies = min(copies, t.capacity.get(r, 0) // v)
     if c.gpu_fraction_milli:
         copies = min(copies, t.gpus * (GPU_MILLI // c.gpu_fraction_milli))
-    return (t.price_micros / max(copies, 1), t.id)
+    return copies
 
 
 def _sort_key(c: PodClass) -> tuple[int, int, str]:
@@ -1031,12 +1476,13 @@ def downsize(problem: Problem, solution: Solution) -> Solution:
         by_domain[t.pool, t.zone].append(t)
     for b in solution.new_bins:
         cur = types[b.bin_type]
+        need: _Contents | None = None
         for t in by_domain[cur.pool, cur.zone]:
             if t.price_micros >= cur.price_micros:
                 break
-            if _holds(problem, classes, t, b.placement) and _swap_ok(
-                cur, t, type_count, usage, limits
-            ):
+            if need is None:
+                need = _Contents.of(problem, classes, b.placement)
+            if need.held_by(t) and _swap_ok(cur, t, type_count, usage, limits):
                 type_count[cur.id] -= 1
                 type_count[t.id] += 1
                 usage[t.pool].subtract(cur.usage_for_limits())
@@ -1061,27 +1507,45 @@ def _swap_ok(
     return all(usage[t.pool][r] - old.get(r, 0) + new.get(r, 0) <= v for r, v in lim.items())
 
 
-def _holds(
-    problem: Problem, classes: Mapping[str, PodClass], t: BinType, placement: Placement
-) -> bool:
-    used: Counter[str] = Counter()
-    devices = 0
-    for k, n in placement.counts.items():
-        c = classes[k]
-        if n and t.id not in c.allowed_bin_types:
+@dataclass(frozen=True, slots=True)
+class _Contents:
+    """What the pods of one placement need from an offering (for ``downsize``)."""
+
+    allowed: list[frozenset[str]]
+    """The distinct allowed bin type sets of the classes on the bin."""
+    used: dict[str, int]
+    """Resources used, whole GPUs including the devices hosting fractions."""
+    devices: int
+    """GPU devices the fractions are spread over."""
+
+    @classmethod
+    def of(
+        cls, problem: Problem, classes: Mapping[str, PodClass], placement: Placement
+    ) -> _Contents:
+        """Return the needs of ``placement``."""
+        used: dict[str, int] = {}
+        allowed: dict[int, frozenset[str]] = {}
+        for k, n in placement.counts.items():
+            c = classes[k]
+            if n:
+                allowed[id(c.allowed_bin_types)] = c.allowed_bin_types
+            for r, v in c.demand.items():
+                used[r] = used.get(r, 0) + v * n
+        devices = max((len(per) for per in placement.gpu_devices.values()), default=0)
+        dev_use = [0] * devices
+        for k, per in placement.gpu_devices.items():
+            for d, x in enumerate(per):
+                dev_use[d] += x * classes[k].gpu_fraction_milli
+        gpu = problem.gpu_resource
+        used[gpu] = used.get(gpu, 0) + sum(1 for u in dev_use if u > 0)
+        return cls(list(allowed.values()), used, devices)
+
+    def held_by(self, t: BinType) -> bool:
+        """Return whether offering ``t`` is allowed for the pods and holds them."""
+        if self.devices > t.gpus or any(t.id not in a for a in self.allowed):
             return False
-        for r, v in c.demand.items():
-            used[r] += v * n
-    for per in placement.gpu_devices.values():
-        devices = max(devices, len(per))
-    dev_use = [0] * devices
-    for k, per in placement.gpu_devices.items():
-        for d, x in enumerate(per):
-            dev_use[d] += x * classes[k].gpu_fraction_milli
-    if devices > t.gpus:
-        return False
-    used[problem.gpu_resource] += sum(1 for u in dev_use if u > 0)
-    return all(v <= t.capacity.get(r, 0) for r, v in used.items())
+        cap = t.capacity
+        return all(v <= cap.get(r, 0) for r, v in self.used.items())
 
 
 def _greedy(

@@ -19,13 +19,24 @@ from solver.problem import BinType, PodClass, PoolLimit, Problem
 
 
 def fits_one(problem: Problem, cls: PodClass, bt: BinType) -> bool:
-    """Return whether one pod of ``cls`` fits an empty bin of type ``bt`` (resources and GPU)."""
+    """Return whether one pod of ``cls`` fits an empty bin of type ``bt`` (resources and GPU).
+
+    The answer depends on ``bt`` only through ``fit_key(bt)``.
+    """
     cap = bt.capacity
     if cls.gpu_fraction_milli > 0:
         gpu = problem.gpu_resource
         if bt.gpus < 1 or cls.demand.get(gpu, 0) + 1 > cap.get(gpu, 0):
             return False
-    return all(v <= 0 or v <= cap.get(r, 0) for r, v in cls.demand.items())
+    for r, v in cls.demand.items():  # noqa: SIM110 - hot (colgen, bounds): a loop beats all()
+        if v > 0 and v > cap.get(r, 0):
+            return False
+    return True
+
+
+def fit_key(bt: BinType) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """Return what ``fits_one`` reads of ``bt``: bin types with equal keys fit the same pods."""
+    return bt.gpus, tuple(sorted(bt.capacity.items()))
 
 
 def within_limits_alone(bt: BinType, limits: dict[str, PoolLimit]) -> bool:

@@ -1,0 +1,129 @@
+"""The per-run indexes of the greedy planners agree with the plain definitions."""
+
+from unittest.mock import patch
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from solver.greedy import (
+    _INF,
+    _Bin,
+    _Cap,
+    _Catalog,
+    _copies,
+    _Lazy,
+    _maxcap,
+    _Packer,
+    _pop_all,
+    cost_aware_ffd,
+    karpenter_ffd,
+)
+from solver.problem import BinType, Problem
+from solver.weights import fit_key, fits_one
+from tests.unit.solver.builders import bt
+from tests.unit.solver.strategies import problems
+
+
+@settings(max_examples=60)
+@given(problems())
+def test_catalog_agrees_with_fits_one(problem: Problem) -> None:
+    cat = _Catalog(problem)
+    for c in problem.classes:
+        fits = cat.fits(c)
+        copies = cat.copies(c)
+        for t, g in zip(problem.bin_types, cat.gids, strict=True):
+            assert fit_key(t) == fit_key(cat.reps[g])
+            assert bool(fits[g]) == fits_one(problem, c, t)
+            assert copies[g] == _copies(t, c, _INF)
+        want = [
+            t for t in problem.bin_types if t.id in c.allowed_bin_types and fits_one(problem, c, t)
+        ]
+        assert cat.eligible(c) == want
+
+
+@settings(max_examples=60)
+@given(problems())
+def test_packer_eligible_and_gate_agree_with_definitions(problem: Problem) -> None:
+    packer = _Packer(problem, karpenter=False)
+    for c in problem.classes:
+        for domain in [(None, None), ("p", None), (None, "a"), ("q", "b")]:
+            want = [
+                t
+                for t in problem.bin_types
+                if t.id in c.allowed_bin_types
+                and fits_one(problem, c, t)
+                and domain[0] in (None, t.pool)
+                and domain[1] in (None, t.zone)
+            ]
+            assert packer.eligible(c, domain) == want
+        present, below = packer._gate(c)
+        assert (not present and all(limit > 0 for _, limit in below)) == (packer.empty_room(c) > 0)
+
+
+@st.composite
+def _types(draw: st.DrawFn) -> list[BinType]:
+    n = draw(st.integers(1, 12))
+    return [
+        bt(
+            f"t{i}",
+            draw(st.sampled_from([1000, 2000, 4000])),
+            draw(st.sampled_from([2048, 4096])),
+            draw(st.integers(1, 50)),
+            gpus=draw(st.sampled_from([0, 1, 2])),
+        )
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=200)
+@given(st.data())
+def test_cap_without_matches_a_fresh_bound(data: st.DataObject) -> None:
+    types = data.draw(_types())
+    drop = data.draw(st.sets(st.integers(0, len(types) - 1)))
+    kept = [t for i, t in enumerate(types) if i not in drop]
+    dropped = [t for i, t in enumerate(types) if i in drop]
+    got = _Cap.of(types).without(dropped, kept)
+    assert got == _Cap.of(kept)
+    assert got.top == _maxcap(kept)
+
+
+@settings(max_examples=100)
+@given(st.data())
+def test_ranked_iterates_in_sorted_order(data: st.DataObject) -> None:
+    types = data.draw(_types())
+    keyed = [(t.price_micros / data.draw(st.integers(1, 4)), t.id, t) for t in types]
+    want = [t for _, _, t in sorted(keyed, key=lambda x: (x[0], x[1]))]
+    ranked = _Lazy(_pop_all(list(keyed)))
+    first = next(iter(ranked), None)
+    assert first is (want[0] if want else None)
+    assert list(ranked) == want
+    assert list(ranked) == want
+
+
+def _plain_open_order(packer: _Packer, zone: str | None) -> list[_Bin]:
+    """Return the open bins a fill in ``zone`` tries, by the definition (a full sort)."""
+    by_zone = packer.s.by_zone
+    if zone is None:
+        opened = packer.s.bins[packer.n_existing :]
+    else:
+        opened = by_zone[zone] + by_zone[None]
+        if by_zone[None] and not packer.karpenter:
+            opened.sort(key=lambda b: b.seq)
+    if packer.karpenter:
+        opened = sorted(opened, key=lambda b: b.npods)
+    return opened
+
+
+@settings(max_examples=80)
+@given(problems())
+def test_open_order_matches_a_full_sort(problem: Problem) -> None:
+    fast = _Packer._open_order
+
+    def checked(packer: _Packer, zone: str | None) -> list[_Bin]:
+        got = fast(packer, zone)
+        assert got == _plain_open_order(packer, zone)
+        return got
+
+    with patch.object(_Packer, "_open_order", checked):
+        karpenter_ffd(problem)
+        cost_aware_ffd(problem)
