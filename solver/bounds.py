@@ -15,7 +15,8 @@ the problem's rules. They relax the integer problem, so they can only be lower:
   solved by delayed column generation over offerings (``_fluid_lp``), and never reported
   below ``resource_bound`` or the whole-bins count of hostname groups.
 * ``resource_bound``: total demand per resource at the cheapest price per unit.
-* ``farley_bound``: the column-generation bound, valid for any dual vector (see its docstring).
+* the column-generation (Farley) bound lives in ``solver.colgen.proven_bound``; the knapsack
+  bounds it needs (``knapsack_upper``, ``fast_knapsack_upper``) are here.
 
 Floating point: values are scaled down by ``1e-6`` relative (and 1e-3 absolute) before taking
 the ceiling (costs are integers), so GLOP's tolerances never lift a bound above a feasible cost.
@@ -70,7 +71,7 @@ def _cap(problem: Problem, t: BinType, r: str) -> int:
     return t.capacity.get(r, 0)
 
 
-def _floor(value: float) -> int:
+def safe_floor(value: float) -> int:
     """Round an LP bound to a safe integer bound.
 
     Plans cost whole micro-dollars, so the ceiling of the tolerance-reduced LP value is still
@@ -309,7 +310,7 @@ def fluid_bound(
     if data is None:
         return simple
     value = max(_fluid_lp(data, deadline) or 0.0, data.bins)
-    return max(simple, _floor(value / _UNIT))
+    return max(simple, safe_floor(value / _UNIT))
 
 
 class _Master:
@@ -512,64 +513,3 @@ def fast_knapsack_upper(
                 break
         best = min(best, value)
     return best * (1 + _SAFETY) + 1e-6
-
-
-def farley_bound(
-    problem: Problem,
-    duals: Mapping[str, float],
-    demand: Mapping[str, int],
-    *,
-    exact: int = 6,
-) -> int:
-    """Return the Farley (Lagrangian) bound of the pattern LP for any non-negative duals.
-
-    Proof. The pattern LP is ``min sum_p c_p x_p`` s.t. ``sum_p a_pc x_p >= d_c``, ``x >= 0``,
-    over every feasible pattern ``p`` (one bin of type ``t(p)`` holding ``a_pc <= d_c`` pods;
-    capping at ``d_c`` loses no integer solution, so its optimum is still a lower bound of the
-    integer plan). Its dual is ``max sum_c pi_c d_c`` s.t. ``sum_c pi_c a_pc <= c_p`` for all p,
-    ``pi >= 0``. Given any ``pi >= 0`` (e.g. the duals of a restricted master stopped early),
-    let ``v_t >= max_{p of type t} sum_c pi_c a_pc`` (``knapsack_upper``) and
-    ``theta = min(1, min_t c_t / v_t)``. ``v_t`` is the cheap row-wise bound
-    (``fast_knapsack_upper``) for every type, refined by the exact LP relaxation
-    (``knapsack_upper``) for the ``exact`` types with the smallest ratios. Then for every pattern
-    ``sum_c theta pi_c a_pc <= theta v_t <= c_t``, so ``theta pi`` is dual feasible and by weak
-    duality ``theta sum_c pi_c d_c`` is at most the LP optimum, hence at most the cost of any
-    set of new bins placing ``d``. When the master has converged, ``theta = 1`` and the bound
-    equals the LP value.
-    """
-    pi = {k: max(0.0, v) for k, v in duals.items()}
-    total = sum(pi.get(k, 0.0) * d for k, d in demand.items())
-    if total <= 0:
-        return 0
-    ratios: list[tuple[float, int]] = []
-    seen: dict[tuple[object, ...], float] = {}
-    members = _members(problem)
-    for i, t in enumerate(problem.bin_types):
-        sig = (tuple(sorted(t.capacity.items())), t.gpus, members.get(t.id, frozenset()))
-        v = seen.get(sig)
-        if v is None:
-            v = seen[sig] = fast_knapsack_upper(problem, t, pi, demand)
-        if v > 0:
-            ratios.append((t.price_micros / v, i))
-    ratios.sort()
-    theta = 1.0
-    for n, (ratio, i) in enumerate(ratios):
-        if ratio >= theta:
-            break
-        if n >= exact:  # every remaining fast ratio is a valid (weaker) bound
-            theta = min(theta, ratio)
-            break
-        t = problem.bin_types[i]
-        v = knapsack_upper(problem, t, pi, demand)
-        if v > 0:
-            theta = min(theta, t.price_micros / v)
-    return _floor(theta * total)
-
-
-def _members(problem: Problem) -> dict[str, frozenset[str]]:
-    """Return the keys of the classes allowed on each bin type id."""
-    out: dict[str, set[str]] = {}
-    for c in problem.classes:
-        for tid in c.allowed_bin_types:
-            out.setdefault(tid, set()).add(c.key)
-    return {tid: frozenset(ks) for tid, ks in out.items()}

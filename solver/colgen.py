@@ -19,7 +19,6 @@ last duals
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
-from solver.bounds import hostname_caps, knapsack_upper
+from solver.bounds import hostname_caps, knapsack_upper, safe_floor
 from solver.pricing import UpperIndex
 from solver.problem import (
     GPU_MILLI,
@@ -59,6 +58,23 @@ class Pattern:
     def count(self, key: str) -> int:
         """Return the pods of class ``key`` in the pattern."""
         return dict(self.counts).get(key, 0)
+
+    def devices_for(self, counts: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
+        """Return pods per GPU device when only ``counts`` of this pattern's pods are kept.
+
+        Each fractional class keeps its first devices' pods, so no device gains a fraction.
+        """
+        out = {}
+        for k, per_device in self.devices:
+            left = counts.get(k, 0)
+            if not left:
+                continue
+            kept = []
+            for x in per_device:
+                kept.append(min(x, left))
+                left -= kept[-1]
+            out[k] = tuple(kept)
+        return out
 
 
 def patterns_from_solution(solution: Solution) -> list[Pattern]:
@@ -173,21 +189,13 @@ def price_patterns(
     duals: Mapping[str, float],
     demand: Mapping[str, int],
     *,
-    exact: bool = True,
-) -> list[Pattern]:
-    """Return heuristic (with ``exact`` also knapsack-optimal) patterns of ``t`` for ``duals``."""
-    return _price(problem, t, duals, demand, exact=exact)[0]
-
-
-def _price(
-    problem: Problem,
-    t: BinType,
-    duals: Mapping[str, float],
-    demand: Mapping[str, int],
-    *,
     exact: bool,
 ) -> tuple[list[Pattern], float | None]:
-    """Return patterns of ``t`` and a proven upper bound on any pattern's value (or None)."""
+    """Return patterns of ``t`` valuable under ``duals`` and a proven upper bound (or None).
+
+    Three greedy fillers always; with ``exact`` also the knapsack optimum (``_exact``), whose
+    bound holds for every pattern of ``t``.
+    """
     classes = [
         c
         for c in problem.classes
@@ -250,23 +258,6 @@ def _with_devices(problem: Problem, t: BinType, p: Pattern) -> Pattern | None:
 
 _EXACT_MAX = 60
 """Price offerings exactly (a small CP-SAT knapsack) when at most this many classes fit."""
-
-
-def exact_pattern(
-    problem: Problem,
-    t: BinType,
-    classes: list[PodClass],
-    duals: Mapping[str, float],
-    demand: Mapping[str, int],
-) -> Pattern | None:
-    """Return the most valuable pattern of ``t`` over ``classes`` (CP-SAT, deterministic).
-
-    The classes must be non-fractional and need no co-location target; the model holds every
-    resource of ``t``, the hostname caps and ``demand``. A short deterministic budget keeps it
-    reproducible; the best pattern found is returned even when not proven optimal.
-    """
-    found = _exact(problem, t, classes, duals, demand)
-    return found[0] if found is not None else None
 
 
 def _exact(
@@ -466,7 +457,7 @@ def _pricing_round(  # noqa: PLR0917 - one round's state
             return new, False
         rep, members = groups[0][i]
         found = False
-        for p in price_patterns(problem, rep, duals, demand, exact=n < exact):
+        for p in price_patterns(problem, rep, duals, demand, exact=n < exact)[0]:
             if rep.price_micros - _value(p, duals) >= -1e-6 * rep.price_micros:
                 continue
             found = True
@@ -495,7 +486,7 @@ def proven_bound(
 ) -> int:
     """Return the Farley bound for ``duals`` with the tightest affordable knapsack values.
 
-    As in ``bounds.farley_bound``, ``theta = min(1, min_t price_t / v_t)`` with ``v_t`` at
+    By the Farley argument, ``theta = min(1, min_t price_t / v_t)`` with ``v_t`` at
     least the best pattern value of type ``t`` makes ``theta * sum_c pi_c d_c`` a valid
     bound. Groups are visited by their cheap ratio (``fast_knapsack_upper``); each visited
     group gets the exact integer knapsack bound when its classes allow it (else the LP
@@ -514,11 +505,11 @@ def proven_bound(
         if n >= _BOUND_GROUPS or (deadline is not None and time.monotonic() > deadline):
             theta = ratio
             break
-        _, upper = _price(problem, rep, pi, demand, exact=True)
+        _, upper = price_patterns(problem, rep, pi, demand, exact=True)
         v = upper if upper is not None else knapsack_upper(problem, rep, pi, demand)
         if v > 0:
             theta = min(theta, rep.price_micros / v)
-    return max(0, math.ceil(theta * total * (1 - 1e-6) - 1e-3))
+    return safe_floor(theta * total)
 
 
 def type_groups(problem: Problem) -> list[tuple[BinType, list[BinType]]]:

@@ -57,7 +57,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from solver.bounds import fluid_bound, hostname_caps, resource_bound
+from solver.bounds import fluid_bound, hostname_caps
 from solver.colgen import (
     ColumnGenerationResult,
     Pattern,
@@ -354,19 +354,7 @@ class _Master:
                 placement = _fill(p, want)
                 if placement.counts:
                     new_bins.append(NewBin(p.bin_type, placement))
-        existing = self._extract_existing(solver)
-        placed: Counter[str] = Counter()
-        for pl in [b.placement for b in new_bins] + [e.placement for e in existing]:
-            placed.update(pl.counts)
-        sol = Solution(
-            tuple(new_bins),
-            tuple(existing),
-            unplaced_entries(self.p, placed),
-            0,
-            0,
-            Status.FEASIBLE,
-        )
-        return downsize(self.p, sol)
+        return _finish(self.p, new_bins, self._extract_existing(solver))
 
     def _extract_existing(self, solver: cp_model.CpSolver) -> list[ExistingPlacement]:
         out = []
@@ -386,21 +374,12 @@ class _Master:
 
 def _fill(p: Pattern, want: dict[str, int]) -> Placement:
     counts: dict[str, int] = {}
-    devices: dict[str, tuple[int, ...]] = {}
-    pdev = dict(p.devices)
     for k, n in p.counts:
         take = min(n, want.get(k, 0))
-        if take <= 0:
-            continue
-        want[k] -= take
-        counts[k] = take
-        if k in pdev:
-            per, left = [], take
-            for x in pdev[k]:
-                per.append(min(x, left))
-                left -= per[-1]
-            devices[k] = tuple(per)
-    return Placement(counts, devices)
+        if take > 0:
+            want[k] -= take
+            counts[k] = take
+    return Placement(counts, p.devices_for(counts))
 
 
 def _log(config: SolverConfig) -> Callable[[str], None]:
@@ -518,10 +497,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     if not any(demand.values()):
         return done(greedy, 0, Status.OPTIMAL)
     # the bound may run past the adaptive budget, but not by more than a second
-    fluid = max(
-        fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0)),
-        resource_bound(filtered, demand),
-    )
+    fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
     log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
         return done(greedy, fluid, Status.GREEDY)
@@ -578,11 +554,18 @@ def _dive_plan(
     new = dive(problem, columns, demand, deadline=deadline)
     if new is None:
         return None
+    return _finish(problem, list(new), list(greedy.existing))
+
+
+def _finish(
+    problem: Problem, new_bins: list[NewBin], existing: list[ExistingPlacement]
+) -> Solution:
+    """Return the plan of these bins with its unplaced pods, moved to the cheapest offerings."""
     placed: Counter[str] = Counter()
-    for pl in [b.placement for b in new.new_bins] + [e.placement for e in greedy.existing]:
+    for pl in [b.placement for b in new_bins] + [e.placement for e in existing]:
         placed.update(pl.counts)
-    sol = dataclasses.replace(
-        new, existing=greedy.existing, unplaced=unplaced_entries(problem, placed)
+    sol = Solution(
+        tuple(new_bins), tuple(existing), unplaced_entries(problem, placed), 0, 0, Status.FEASIBLE
     )
     return downsize(problem, sol)
 

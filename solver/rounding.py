@@ -22,9 +22,7 @@ from solver.problem import (
     NewBin,
     Placement,
     Problem,
-    Solution,
     SpreadConstraint,
-    Status,
     TopologyKey,
 )
 
@@ -38,7 +36,7 @@ def dive(
     demand: Mapping[str, int],
     *,
     deadline: float | None = None,
-) -> Solution | None:
+) -> list[NewBin] | None:
     """Return new bins placing ``demand`` (pods per class), or None when the LP cannot.
 
     Pods of classes under a zone spread are first dealt to zones (``zone_quotas``), and the
@@ -75,8 +73,8 @@ def dive(
                 rows[r] -= take
                 counts[k] = take
         if counts:
-            new_bins.append(NewBin(p.bin_type, Placement(counts, _devices(p, counts))))
-    return Solution(tuple(new_bins), (), (), 0, 0, Status.FEASIBLE)
+            new_bins.append(NewBin(p.bin_type, Placement(counts, p.devices_for(counts))))
+    return new_bins
 
 
 _SEP = "\x00"
@@ -114,20 +112,6 @@ def _dive_rows(
         if not progressed:
             return None
     return chosen
-
-
-def _devices(p: Pattern, counts: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
-    """Return the pods per GPU device of the fractional classes kept from ``p``."""
-    out = {}
-    for k, per_device in p.devices:
-        left = counts.get(k, 0)
-        spread = []
-        for x in per_device:
-            spread.append(min(x, left))
-            left -= spread[-1]
-        if counts.get(k, 0):
-            out[k] = tuple(spread)
-    return out
 
 
 def zone_quotas(problem: Problem, demand: Mapping[str, int]) -> dict[str, dict[str, int]]:

@@ -103,12 +103,16 @@ def test_lower_bounds_are_below_greedy_costs():
 
 
 def test_exact_pricing_finds_the_best_knapsack_pattern():
-    from solver.colgen import exact_pattern  # noqa: PLC0415
+    from solver.colgen import price_patterns  # noqa: PLC0415
 
     t = bt("t", 1000, 100000, 100)
     classes = [pc("a", 5, 600, 1, ["t"]), pc("b", 5, 500, 1, ["t"])]
     p = Problem((t,), tuple(classes))
     # greedy by density takes one "a" (value 7); two "b" are worth 10
-    pat = exact_pattern(p, t, classes, {"a": 7.0, "b": 5.0}, {"a": 5, "b": 5})
-    assert pat is not None
-    assert pat.counts == (("b", 2),)
+    duals, demand = {"a": 7.0, "b": 5.0}, {"a": 5, "b": 5}
+    heuristic, _ = price_patterns(p, t, duals, demand, exact=False)
+    exact, upper = price_patterns(p, t, duals, demand, exact=True)
+    assert (("b", 2),) not in [q.counts for q in heuristic]
+    assert (("b", 2),) in [q.counts for q in exact]
+    assert upper is not None
+    assert 10.0 <= upper < 10.1

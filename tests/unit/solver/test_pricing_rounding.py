@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +10,7 @@ from solver.bounds import fast_knapsack_upper
 from solver.colgen import generate, patterns_from_solution, proven_bound, type_groups
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.pricing import UpperIndex
-from solver.problem import Problem, SpreadConstraint, TopologyKey
+from solver.problem import Problem, Solution, SpreadConstraint, Status, TopologyKey
 from solver.rounding import dive, zone_quotas
 from solver.validate import violations
 from solver.weights import apply_pool_weights
@@ -54,9 +52,10 @@ def test_dive_places_exactly_the_demand_within_capacity(problem: Problem) -> Non
     plan = min((karpenter_ffd(problem), cost_aware_ffd(problem)), key=lambda s: (s.cost_micros, 0))
     demand = {k: n for k, n in plan.new_counts().items() if n > 0}
     cg = generate(filtered, demand, patterns_from_solution(plan), rounds=5, deadline=None)
-    got = dive(filtered, cg.patterns, demand)
-    if got is None:
+    bins = dive(filtered, cg.patterns, demand)
+    if bins is None:
         return
+    got = Solution(tuple(bins), (), (), 0, 0, Status.FEASIBLE)
     placed: dict[str, int] = {}
     for b in got.new_bins:
         for k, n in b.placement.counts.items():
@@ -81,10 +80,12 @@ def test_dive_reaches_three_bins_where_first_fit_decreasing_needs_four() -> None
     assert len(greedy.new_bins) == 4
     demand = greedy.new_counts()
     cg = generate(p, demand, patterns_from_solution(greedy), rounds=10, deadline=None)
-    got = dive(p, cg.patterns, demand)
-    assert got is not None
-    assert len(got.new_bins) == 3
-    assert violations(p, dataclasses.replace(got, cost_micros=3000)) == []
+    bins = dive(p, cg.patterns, demand)
+    assert bins is not None
+    assert len(bins) == 3
+    assert (
+        violations(p, Solution(tuple(bins), (), (), 3 * t.price_micros, 0, Status.FEASIBLE)) == []
+    )
 
 
 def test_zone_quotas_deal_spread_pods_evenly_from_existing_counts() -> None:
