@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from provisioner.kube.protocol import EventType, JsonObject
+from provisioner.kube.resource import EVENTS, Resource
 
 
 def format_time(moment: datetime) -> str:
@@ -70,3 +71,26 @@ def build_event(
         "lastTimestamp": timestamp,
         "count": 1,
     }
+
+
+class _Creator(Protocol):
+    def create(
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
+    ) -> JsonObject: ...
+
+
+def record_event(
+    client: _Creator,
+    involved: Mapping[str, Any],
+    *,
+    reason: str,
+    message: str,
+    type: EventType,  # noqa: A002 - the API's own field name
+    component: str,
+    now: datetime,
+) -> JsonObject:
+    """Create the Event ``build_event`` describes through ``client.create`` (both adapters)."""
+    event = build_event(
+        involved, reason=reason, message=message, type=type, component=component, now=now
+    )
+    return client.create(EVENTS, event, namespace=event["metadata"]["namespace"])

@@ -46,7 +46,7 @@ from provisioner.kube.errors import (
     KubeApiError,
     NotFoundError,
 )
-from provisioner.kube.event import build_event, format_time
+from provisioner.kube.event import format_time, record_event
 from provisioner.kube.patch import apply_merge_patch
 from provisioner.kube.pdb import check_eviction
 from provisioner.kube.protocol import (
@@ -56,7 +56,7 @@ from provisioner.kube.protocol import (
     WatchEvent,
     WatchEventType,
 )
-from provisioner.kube.resource import EVENTS, POD_DISRUPTION_BUDGETS, PODS, Resource
+from provisioner.kube.resource import POD_DISRUPTION_BUDGETS, PODS, Resource
 from provisioner.kube.selector import LabelSelector, parse_field_selector, parse_label_selector
 
 Clock = Callable[[], datetime]
@@ -412,7 +412,8 @@ class InMemoryKube:
         component: str = "karpenter",
     ) -> JsonObject:
         """Record an Event (see `KubeClient.create_event`)."""
-        event = build_event(
+        return record_event(
+            self,
             involved,
             reason=reason,
             message=message,
@@ -420,7 +421,6 @@ class InMemoryKube:
             component=component,
             now=self._clock(),
         )
-        return self.create(EVENTS, event, namespace=event["metadata"]["namespace"])
 
     # -- internals ---------------------------------------------------------------------------
 

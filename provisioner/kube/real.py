@@ -21,7 +21,7 @@ from kubernetes import config as k8s_config
 from kubernetes.watch.watch import iter_resp_lines
 
 from provisioner.kube.errors import KubeApiError, UnreachableError, from_status
-from provisioner.kube.event import build_event
+from provisioner.kube.event import record_event
 from provisioner.kube.protocol import (
     EventType,
     JsonObject,
@@ -29,7 +29,7 @@ from provisioner.kube.protocol import (
     WatchEvent,
     WatchEventType,
 )
-from provisioner.kube.resource import EVENTS, PODS, Resource
+from provisioner.kube.resource import PODS, Resource
 from provisioner.kube.selector import parse_field_selector
 
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -344,7 +344,8 @@ class RealKube:
         component: str = "karpenter",
     ) -> JsonObject:
         """Record an Event (see `KubeClient.create_event`)."""
-        event = build_event(
+        return record_event(
+            self,
             involved,
             reason=reason,
             message=message,
@@ -352,7 +353,6 @@ class RealKube:
             component=component,
             now=self._clock(),
         )
-        return self.create(EVENTS, event, namespace=event["metadata"]["namespace"])
 
 
 def _delete_options(
