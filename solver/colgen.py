@@ -19,6 +19,7 @@ last duals
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -339,6 +340,10 @@ class ColumnGenerationResult:
     """No pattern priced out (heuristic pricing) before the deadline."""
     support: list[Pattern] = field(default_factory=list)
     """Columns of the final LP solution, with their copies on identical offerings."""
+    duals: dict[str, float] = field(default_factory=dict, repr=False)
+    """The final LP's duals per class (empty when it was not solved)."""
+    groups: Groups | None = field(default=None, repr=False, compare=False)
+    """The offering groups and their knapsack index, for ``lp_bound``."""
 
 
 def generate(
@@ -349,6 +354,7 @@ def generate(
     rounds: int,
     deadline: float | None,
     bound_deadline: float | None = None,
+    prove: bool = True,
 ) -> ColumnGenerationResult:
     """Run column generation from ``seeds`` and return the patterns and a valid lower bound.
 
@@ -364,17 +370,27 @@ def generate(
         seeds: initial patterns (e.g. from the greedy plans).
         rounds: maximum pricing rounds (deterministic budget).
         deadline: ``time.monotonic()`` value after which to stop pricing, or ``None``.
-        bound_deadline: no bound is computed after this (the bound is then 0).
+        bound_deadline: the final LP and the bound stop here (the bound is then 0, and with
+            the final LP unsolved the support is empty).
+        prove: compute the bound here; without it the bound is 0 until ``lp_bound``.
     """
     types = {t.id: t for t in problem.bin_types}
     pats: dict[Pattern, None] = dict.fromkeys(seeds)
     demand = {k: v for k, v in demand.items() if v > 0}
+    if not demand:
+        return ColumnGenerationResult(list(pats), 0, 0.0, 0, converged=True)
     groups = type_groups(problem)
     index = UpperIndex(problem, [rep for rep, _ in groups], demand)
     done = 0
     converged = False
-    for done in range(1, rounds + 1):  # noqa: B007 - reported below
-        duals, _ = _solve_master(problem, types, list(pats), demand)
+    solved: tuple[int, tuple[dict[str, float], float, list[float]]] | None = None
+    while done < rounds:
+        try:
+            solved = (len(pats), master_lp(problem, types, list(pats), demand, deadline=deadline))
+        except LPTimeout:
+            break
+        done += 1
+        duals = solved[1][0]
         new, complete = _pricing_round(problem, (groups, index), duals, demand, pats, deadline)
         if new == 0 and complete:
             # the heuristics found nothing: price exactly before calling it converged
@@ -386,15 +402,47 @@ def generate(
             break
         if deadline is not None and time.monotonic() > deadline:
             break
-    if not demand:
-        return ColumnGenerationResult(list(pats), 0, 0.0, 0, converged=True)
     columns = list(pats)
-    duals, value, xs = master_lp(problem, types, columns, demand)
-    bound = 0
-    if bound_deadline is None or time.monotonic() < bound_deadline:
-        bound = proven_bound(problem, (groups, index), duals, demand, deadline=bound_deadline)
-    support = _support(groups, columns, xs)
-    return ColumnGenerationResult(columns, bound, value, done, converged=converged, support=support)
+    if solved is None or solved[0] != len(columns):
+        try:
+            solved = (
+                len(columns),
+                master_lp(problem, types, columns, demand, deadline=bound_deadline),
+            )
+        except LPTimeout:
+            return ColumnGenerationResult(columns, 0, 0.0, done, converged=False)
+    duals, value, xs = solved[1]
+    result = ColumnGenerationResult(
+        columns,
+        0,
+        value,
+        done,
+        converged=converged,
+        support=_support(groups, columns, xs),
+        duals=duals,
+        groups=(groups, index),
+    )
+    if not prove:
+        return result
+    return dataclasses.replace(
+        result, lower_bound_micros=lp_bound(problem, result, demand, deadline=bound_deadline)
+    )
+
+
+def lp_bound(
+    problem: Problem,
+    cg: ColumnGenerationResult,
+    demand: Mapping[str, int],
+    *,
+    deadline: float | None = None,
+) -> int:
+    """Return the valid bound (``proven_bound``) from the final duals of ``cg`` (0 if none)."""
+    if cg.groups is None or not cg.duals:
+        return 0
+    if deadline is not None and time.monotonic() >= deadline:
+        return 0
+    demand = {k: v for k, v in demand.items() if v > 0}
+    return proven_bound(problem, cg.groups, cg.duals, demand, deadline=deadline)
 
 
 def _support(
@@ -526,18 +574,30 @@ def type_groups(problem: Problem) -> list[tuple[BinType, list[BinType]]]:
     return [(ts[0], ts) for ts in out.values()]
 
 
-def _solve_master(
-    problem: Problem, types: Mapping[str, BinType], pats: list[Pattern], demand: Mapping[str, int]
-) -> tuple[dict[str, float], float]:
-    duals, value, _ = master_lp(problem, types, pats, demand)
-    return duals, value
+class LPTimeout(Exception):  # noqa: N818 - a signal, not an error
+    """The master LP was not solved before its deadline."""
 
 
 def master_lp(
-    problem: Problem, types: Mapping[str, BinType], pats: list[Pattern], demand: Mapping[str, int]
+    problem: Problem,
+    types: Mapping[str, BinType],
+    pats: list[Pattern],
+    demand: Mapping[str, int],
+    *,
+    deadline: float | None = None,
 ) -> tuple[dict[str, float], float, list[float]]:
-    """Solve the master LP; return (duals per class, value, x per pattern)."""
+    """Solve the master LP; return (duals per class, value, x per pattern).
+
+    Raises:
+        LPTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first; on large
+            problems one solve can take over a second.
+    """
     solver = pywraplp.Solver.CreateSolver("GLOP")
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LPTimeout
+        solver.SetTimeLimit(max(1, int(left * 1000)))
     penalty = 10 * max((t.price_micros for t in problem.bin_types), default=1) + 1
     rows = {k: solver.Constraint(d, solver.infinity()) for k, d in demand.items()}
     obj = solver.Objective()
@@ -554,7 +614,9 @@ def master_lp(
         obj.SetCoefficient(s, penalty)
         row.SetCoefficient(s, 1)
     obj.SetMinimization()
-    solver.Solve()
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        # the slacks make every master feasible and bounded: only the time limit stops it
+        raise LPTimeout
     duals = {k: max(0.0, row.dual_value()) for k, row in rows.items()}
     return duals, obj.Value(), [x.solution_value() for x in xs]
 
@@ -571,7 +633,7 @@ def pattern_bound(
     if not demand:
         return 0
     types = {t.id: t for t in problem.bin_types}
-    duals, _ = _solve_master(problem, types, patterns, demand)
+    duals, _, _ = master_lp(problem, types, patterns, demand)
     groups = type_groups(problem)
     index = UpperIndex(problem, [rep for rep, _ in groups], demand)
     return proven_bound(problem, (groups, index), duals, demand, deadline=deadline)

@@ -34,7 +34,7 @@
    result is never worse than either greedy plan.
 
 Time: every phase stops at ``config.time_limit_seconds``; the adaptive budget
-(``budget_seconds``: 0.4 s up to 1k pods, then 0.35 ms per pod, for the whole planning step)
+(``budget_seconds``: 0.4 s up to 1k pods, then 0.3 ms per pod, for the whole planning step)
 ends the search earlier, as does a gap within ``relative_gap`` after the fluid bound, and
 CP-SAT stops when it has not improved for ``max(0.2 s, 30 %)`` of its running time
 (wall-clock runs only; with ``deterministic_time`` the run is reproducible and only the
@@ -62,6 +62,7 @@ from solver.colgen import (
     ColumnGenerationResult,
     Pattern,
     generate,
+    lp_bound,
     needy_carriers,
     pattern_bound,
     patterns_from_solution,
@@ -441,15 +442,15 @@ def budget_seconds(problem: Problem, config: SolverConfig) -> float:
 
     With ``config.adaptive_budget`` and no ``deterministic_time``, the whole planning step
     (``config.spent_seconds`` already gone on building the problem, plus this solve) gets
-    0.4 s up to 1,000 pods and 0.35 ms per further pod (1.8 s at 5k, 3.5 s at 10k, 7 s at
-    20k pods): the search stops there, keeping the best plan so far, so planning stays
+    0.4 s up to 1,000 pods and 0.3 ms per further pod (1.6 s at 5k, 3.1 s at 10k, 6.1 s
+    at 20k pods): the search stops there, keeping the best plan so far, so planning stays
     within the latency targets of docs/benchmarks.md; a little is left for building the
     NodeClaims.
     """
     if not config.adaptive_budget or config.deterministic_time is not None:
         return config.time_limit_seconds
     pods = sum(c.count for c in problem.classes)
-    total = 0.4 + 3.5e-4 * max(0, pods - 1000)
+    total = 0.4 + 3e-4 * max(0, pods - 1000)
     return min(config.time_limit_seconds, max(0.0, total - config.spent_seconds))
 
 
@@ -510,17 +511,23 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         rounds=config.colgen_rounds,
         deadline=now + 0.6 * (soft - now),
         bound_deadline=soft,
+        prove=False,
     )
-    known = max(fluid, cg.lower_bound_micros)
     log(
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
-        f"bound {cg.lower_bound_micros}, {cg.rounds} rounds, converged {cg.converged}"
+        f"{cg.rounds} rounds, converged {cg.converged}"
     )
     best, improved = greedy, False
-    dived = _dive_plan(filtered, cg, greedy, deadline=min(hard, max(soft, time.monotonic() + 0.2)))
+    dived = _dive_plan(filtered, cg, greedy, deadline=min(hard, soft))
     if dived is not None and not violations(problem, dived) and _quality(dived) < _quality(best):
         best, improved = dived, True
         log(f"lp dive: {dived.cost_micros}, {len(dived.new_bins)} bins")
+    known = fluid
+    if _gap(best.cost_micros, known) > config.relative_gap:
+        # the pattern bound may take half of what is left; CP-SAT gets the rest
+        now = time.monotonic()
+        known = max(known, lp_bound(filtered, cg, demand, deadline=now + 0.5 * (soft - now)))
+        log(f"pattern bound {known}")
     if (
         cg.patterns
         and time.monotonic() < soft

@@ -14,10 +14,9 @@ constraints it touches are least loaded. The caller validates the result like an
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 
-from solver.colgen import Pattern, master_lp
+from solver.colgen import LPTimeout, Pattern, master_lp
 from solver.problem import (
     NewBin,
     Placement,
@@ -88,9 +87,10 @@ def _dive_rows(
     remaining = {k: v for k, v in demand.items() if v > 0}
     chosen: list[int] = []
     while remaining:
-        if deadline is not None and time.monotonic() > deadline:
+        try:
+            _, _, xs = master_lp(problem, types, columns, remaining, deadline=deadline)
+        except LPTimeout:
             return None
-        _, _, xs = master_lp(problem, types, columns, remaining)
         take = [(i, math.floor(x + 1e-6)) for i, x in enumerate(xs) if x >= _WHOLE]
         if not take:
             best = max(range(len(xs)), key=lambda i: (xs[i], -i), default=None)

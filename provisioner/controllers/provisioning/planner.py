@@ -7,10 +7,12 @@ first, as Karpenter hands CreateFleet its flexibility), and is priced on the che
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
 from typing import Final, Literal, NamedTuple
@@ -74,10 +76,28 @@ def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
         PodError: for a pod or DaemonSet whose spec cannot be read.
     """
     config = config or PlannerConfig()
-    started = time.monotonic()
-    build = build_problem(view)
-    solution = _solve(build, config, spent=time.monotonic() - started)
-    return _to_plan(build, solution, time.monotonic() - started)
+    with _collector_paused():
+        started = time.monotonic()
+        build = build_problem(view)
+        solution = _solve(build, config, spent=time.monotonic() - started)
+        return _to_plan(build, solution, time.monotonic() - started)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector for one planning step.
+
+    A step allocates millions of short-lived objects, most of them freed by reference
+    counting anyway; the collector's full passes over the heap (informer caches included)
+    made the step's latency vary by up to 1.8x at 10k pods. It runs again afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:

@@ -25,7 +25,7 @@ def test_adaptive_budget_follows_the_latency_targets_and_respects_the_limit():
 
     config = SolverConfig(time_limit_seconds=5)
     assert budget_seconds(pods(60), config) == budget_seconds(pods(1000), config) == 0.4
-    assert budget_seconds(pods(5000), config) == pytest.approx(1.8)
+    assert budget_seconds(pods(5000), config) == pytest.approx(1.6)
     assert budget_seconds(pods(20000), config) == 5  # the time limit
     spent = SolverConfig(time_limit_seconds=5, spent_seconds=0.3)
     assert budget_seconds(pods(1000), spent) == pytest.approx(0.1)

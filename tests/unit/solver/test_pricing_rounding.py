@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver.bounds import fast_knapsack_upper
-from solver.colgen import generate, patterns_from_solution, proven_bound, type_groups
+from solver.colgen import (
+    LPTimeout,
+    generate,
+    master_lp,
+    patterns_from_solution,
+    proven_bound,
+    type_groups,
+)
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.pricing import UpperIndex
 from solver.problem import Problem, Solution, SpreadConstraint, Status, TopologyKey
@@ -86,6 +95,23 @@ def test_dive_reaches_three_bins_where_first_fit_decreasing_needs_four() -> None
     assert (
         violations(p, Solution(tuple(bins), (), (), 3 * t.price_micros, 0, Status.FEASIBLE)) == []
     )
+
+
+def test_a_passed_deadline_stops_every_master_lp_without_a_wrong_answer() -> None:
+    t = bt("t", 10000, 100000, 1000)
+    p = Problem((t,), (pc("five", 2, 5000, 1, ["t"]), pc("three", 4, 3000, 1, ["t"])))
+    greedy = karpenter_ffd(p)
+    demand = greedy.new_counts()
+    seeds = patterns_from_solution(greedy)
+    with pytest.raises(LPTimeout):
+        master_lp(p, {"t": t}, seeds, demand, deadline=time.monotonic() - 1)
+    late = generate(p, demand, seeds, rounds=10, deadline=0.0, bound_deadline=0.0)
+    assert (late.patterns, late.lower_bound_micros, late.support) == (seeds, 0, [])
+    assert dive(p, seeds, demand, deadline=0.0) is None
+    on_time = generate(p, demand, seeds, rounds=10, deadline=None)
+    # one bin for the fives, 4/3 for the threes
+    assert on_time.lp_value == pytest.approx(7000 / 3)
+    assert 2000 < on_time.lower_bound_micros <= 2334
 
 
 def test_zone_quotas_deal_spread_pods_evenly_from_existing_counts() -> None:
