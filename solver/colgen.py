@@ -90,10 +90,102 @@ def patterns_from_solution(solution: Solution) -> list[Pattern]:
     ]
 
 
+def balanced_slices(problem: Problem, demand: Mapping[str, int], max_parts: int) -> list[Pattern]:
+    """Return, for k = 1, 2, ... up to ``max_parts``, 1/k of every class on one cheapest bin.
+
+    Each slice holds ``ceil(d_c / k)`` pods of every class with demand, on the cheapest
+    offering that every such class allows and that holds the whole slice (resources,
+    hostname caps, GPU devices; none: no slice for that k). Greedy fillers and pricing pack
+    by value per unit of the tightest resource and leave bins lopsided; on a catalog whose
+    offerings differ only in size, k even slices of everything are close to optimal, and the
+    LP and its dive can use them as columns. k grows by 25% past 8, so there are few slices.
+    """
+    needs = needy_carriers(problem)
+    classes = sorted(
+        (c for c in problem.classes if demand.get(c.key, 0) > 0), key=lambda c: c.key in needs
+    )
+    types = _common_offerings(problem, classes)
+    caps = hostname_caps(problem)
+    capped = [(c.key, gs) for c in classes if (gs := [g for g in c.topology if g in caps])]
+
+    def grouped(want: Mapping[str, int]) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for key, gs in capped:
+            out.update(dict.fromkeys(gs, want[key]))
+        return out
+
+    # no slice holds more pods of a capped group than its cap
+    k = max([1, *(-(-n // caps[g]) for g, n in grouped(demand).items())])
+    out: list[Pattern] = []
+    while types and k <= max_parts:
+        want = {c.key: -(-demand[c.key] // k) for c in classes}
+        if all(n <= caps[g] for g, n in grouped(want).items()):
+            found = _slice(problem, (types, classes), want, caps, needs)
+            if found is not None:
+                out.append(found)
+        k = k + 1 if k < _SLICE_STEP_FROM else k + (k + 3) // 4
+    return out
+
+
+def _common_offerings(problem: Problem, classes: list[PodClass]) -> list[BinType]:
+    """Return the offerings every class in ``classes`` allows, cheapest first."""
+    if not classes:
+        return []
+    common = set(classes[0].allowed_bin_types)
+    for c in classes:
+        common.intersection_update(c.allowed_bin_types)
+        if not common:
+            return []
+    return sorted(
+        (t for t in problem.bin_types if t.id in common and t.max_count != 0),
+        key=lambda t: (t.price_micros, t.id),
+    )
+
+
+def _slice(
+    problem: Problem,
+    types_classes: tuple[list[BinType], list[PodClass]],
+    want: Mapping[str, int],
+    caps: Mapping[str, int],
+    needs: Mapping[str, list[str]],
+) -> Pattern | None:
+    """Return ``want`` (pods per class) on the cheapest of ``types`` holding it, or None."""
+    types, classes = types_classes
+    total: Counter[str] = Counter()
+    for c in classes:
+        for r, v in c.demand.items():
+            total[r] += v * want[c.key]
+    tries = _SLICE_TRIES
+    for t in types:
+        if any(v > t.capacity.get(r, 0) for r, v in total.items() if v > 0):
+            continue
+        f = _Filler(problem, t, caps, needs)
+        for c in classes:
+            f.add(c, want[c.key])
+            if f.counts[c.key] < want[c.key]:
+                break
+        else:
+            return f.pattern()
+        tries -= 1
+        if not tries:  # hostname caps or GPU devices, not size, are what refuse it
+            return None
+    return None
+
+
+_SLICE_TRIES = 3
+_SLICE_STEP_FROM = 8
+
+
 class _Filler:
     """Greedy knapsack for one offering: adds pods of classes while everything fits."""
 
-    def __init__(self, problem: Problem, t: BinType, caps: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        t: BinType,
+        caps: Mapping[str, int],
+        needs: Mapping[str, list[str]],
+    ) -> None:
         self.p, self.t, self.caps = problem, t, caps
         self.co = {x.id for x in problem.topology if isinstance(x, CoLocation)}
         self.used: Counter[str] = Counter()
@@ -101,7 +193,7 @@ class _Filler:
         self.dev = [0] * t.gpus
         self.counts: Counter[str] = Counter()
         self.devices: dict[str, list[int]] = {}
-        self.needs: dict[str, list[str]] = needy_carriers(problem)
+        self.needs = needs  # needy_carriers(problem)
 
     def add(self, c: PodClass, limit: int) -> None:
         if not c.gpu_fraction_milli and not any(g in self.caps for g in c.topology):
@@ -213,7 +305,7 @@ def price_patterns(
         lambda c: (c.key in needs, -duals[c.key], c.key),
         lambda c: (c.key in needs, -duals[c.key] / _size2(t, c), c.key),
     ):
-        f = _Filler(problem, t, caps)
+        f = _Filler(problem, t, caps, needs)
         for c in sorted(classes, key=key):
             f.add(c, demand[c.key])
         if f.counts:

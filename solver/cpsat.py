@@ -61,6 +61,7 @@ from solver.bounds import fluid_bound, hostname_caps
 from solver.colgen import (
     ColumnGenerationResult,
     Pattern,
+    balanced_slices,
     generate,
     lp_bound,
     needy_carriers,
@@ -503,6 +504,20 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
         return done(greedy, fluid, Status.GREEDY)
     seeds = [p for c in candidates for p in patterns_from_solution(c)]
+    best, improved = greedy, False
+    slices = balanced_slices(filtered, demand, len(greedy.new_bins))
+    if slices:
+        seeds += slices
+        dived = _dive_plan(filtered, seeds, greedy, deadline=min(hard, soft))
+        if (
+            dived is not None
+            and not violations(problem, dived)
+            and _quality(dived) < _quality(best)
+        ):
+            best, improved = dived, True
+            log(f"balanced slices dive: {dived.cost_micros}, {len(dived.new_bins)} bins")
+        if _gap(best.cost_micros, fluid) <= config.relative_gap:
+            return done(best, fluid, Status.FEASIBLE)
     now = time.monotonic()
     cg = generate(
         filtered,
@@ -517,8 +532,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"{cg.rounds} rounds, converged {cg.converged}"
     )
-    best, improved = greedy, False
-    dived = _dive_plan(filtered, cg, greedy, deadline=min(hard, soft))
+    dived = _dive_plan(filtered, cg.patterns, greedy, deadline=min(hard, soft))
     if dived is not None and not violations(problem, dived) and _quality(dived) < _quality(best):
         best, improved = dived, True
         log(f"lp dive: {dived.cost_micros}, {len(dived.new_bins)} bins")
@@ -553,11 +567,10 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
 
 
 def _dive_plan(
-    problem: Problem, cg: ColumnGenerationResult, greedy: Solution, *, deadline: float
+    problem: Problem, columns: list[Pattern], greedy: Solution, *, deadline: float
 ) -> Solution | None:
     """Return the LP dive's plan for the pods ``greedy`` puts on new bins (its others kept)."""
     demand = greedy.new_counts()
-    columns = cg.patterns
     new = dive(problem, columns, demand, deadline=deadline)
     if new is None:
         return None

@@ -11,19 +11,31 @@ from hypothesis import strategies as st
 from solver.bounds import fast_knapsack_upper
 from solver.colgen import (
     LPTimeout,
+    Pattern,
+    balanced_slices,
     generate,
     master_lp,
     patterns_from_solution,
     proven_bound,
     type_groups,
 )
+from solver.cpsat import solve
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.pricing import UpperIndex
-from solver.problem import Problem, Solution, SpreadConstraint, Status, TopologyKey
+from solver.problem import (
+    BinType,
+    NewBin,
+    Placement,
+    Problem,
+    Solution,
+    SpreadConstraint,
+    Status,
+    TopologyKey,
+)
 from solver.rounding import dive, zone_quotas
 from solver.validate import violations
 from solver.weights import apply_pool_weights
-from tests.unit.solver.builders import bt, pc
+from tests.unit.solver.builders import TEST_CONFIG, bt, pc
 from tests.unit.solver.strategies import problems
 
 
@@ -121,3 +133,42 @@ def test_zone_quotas_deal_spread_pods_evenly_from_existing_counts() -> None:
     p = Problem(types, (cls,), topology=(spread,))
     quotas = zone_quotas(p, {"web": 7})
     assert quotas == {"web": {"a": 1, "b": 3, "c": 3}}
+
+
+def _linear_catalog(largest: int) -> tuple[BinType, ...]:
+    # like Karpenter's fake catalog: size i has i CPUs and 2i GiB for the price of i
+    return tuple(bt(f"s{i}", 1000 * i, 2048 * i, 1000 * i) for i in range(1, largest + 1))
+
+
+def test_balanced_slices_split_every_class_evenly_on_the_cheapest_bin() -> None:
+    types = _linear_catalog(20)
+    ids = [t.id for t in types]
+    p = Problem(types, (pc("cpu", 30, 1000, 256, ids), pc("mem", 30, 125, 2048, ids)))
+    slices = balanced_slices(p, {"cpu": 30, "mem": 30}, 4)
+    # 60 pods are too many for one bin (110 pods, but 34 units of CPU and memory > 20)
+    assert [(s.bin_type, s.counts) for s in slices[:2]] == [
+        ("s17", (("cpu", 15), ("mem", 15))),
+        ("s12", (("cpu", 10), ("mem", 10))),
+    ]
+    for s in slices:
+        n = dict(s.counts)
+        alone = Problem(
+            types, (pc("cpu", n["cpu"], 1000, 256, ids), pc("mem", n["mem"], 125, 2048, ids))
+        )
+        price = next(t.price_micros for t in types if t.id == s.bin_type)
+        assert violations(alone, Solution((_bin(s),), (), (), price, 0, Status.FEASIBLE)) == []
+
+
+def test_balanced_bins_beat_value_ordered_packing_on_a_linear_catalog() -> None:
+    types = _linear_catalog(20)
+    ids = [t.id for t in types]
+    p = Problem(types, (pc("cpu", 30, 1000, 256, ids), pc("mem", 30, 125, 2048, ids)))
+    greedy = min((karpenter_ffd(p), cost_aware_ffd(p)), key=lambda s: s.cost_micros)
+    solved = solve(p, TEST_CONFIG)
+    assert violations(p, solved) == []
+    assert solved.cost_micros == 34000 < greedy.cost_micros  # two balanced 17s
+    assert solved.lower_bound_micros == 33750  # 33.75 units of CPU and of memory
+
+
+def _bin(p: Pattern) -> NewBin:
+    return NewBin(p.bin_type, Placement(dict(p.counts)))
