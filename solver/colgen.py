@@ -436,6 +436,9 @@ class ColumnGenerationResult:
     """The final LP's duals per class (empty when it was not solved)."""
     groups: Groups | None = field(default=None, repr=False, compare=False)
     """The offering groups and their knapsack index, for ``lp_bound``."""
+    exact_factor: float | None = None
+    """At convergence with every offering group priced exactly: the Farley factor (about 1),
+    so the bound is about the LP value."""
 
 
 def generate(
@@ -475,6 +478,7 @@ def generate(
     index = UpperIndex(problem, [rep for rep, _ in groups], demand)
     done = 0
     converged = False
+    theta: float | None = None
     solved: tuple[int, tuple[dict[str, float], float, list[float]]] | None = None
     while done < rounds:
         try:
@@ -483,10 +487,12 @@ def generate(
             break
         done += 1
         duals = solved[1][0]
-        new, complete = _pricing_round(problem, (groups, index), duals, demand, pats, deadline)
+        new, complete, theta = _pricing_round(
+            problem, (groups, index), duals, demand, pats, deadline
+        )
         if new == 0 and complete:
             # the heuristics found nothing: price exactly before calling it converged
-            new, complete = _pricing_round(
+            new, complete, theta = _pricing_round(
                 problem, (groups, index), duals, demand, pats, deadline, exact=_ALL
             )
         if new == 0:
@@ -513,6 +519,7 @@ def generate(
         support=_support(groups, columns, xs),
         duals=duals,
         groups=(groups, index),
+        exact_factor=theta if converged else None,
     )
     if not prove:
         return result
@@ -534,6 +541,9 @@ def lp_bound(
     if deadline is not None and time.monotonic() >= deadline:
         return 0
     demand = {k: v for k, v in demand.items() if v > 0}
+    if cg.exact_factor is not None:
+        total = sum(max(0.0, cg.duals.get(k, 0.0)) * d for k, d in demand.items())
+        return safe_floor(min(1.0, cg.exact_factor) * total)
     return proven_bound(problem, cg.groups, cg.duals, demand, deadline=deadline)
 
 
@@ -585,20 +595,28 @@ def _pricing_round(  # noqa: PLR0917 - one round's state
     deadline: float | None,
     *,
     exact: int = _EXACT_PER_ROUND,
-) -> tuple[int, bool]:
-    """Add improving patterns to ``pats``; return (added, every promising group was priced).
+) -> tuple[int, bool, float | None]:
+    """Add improving patterns to ``pats``.
 
-    The first ``exact`` groups (by promise) are priced with the exact knapsack too.
+    The first ``exact`` groups (by promise) are priced with the exact knapsack too. Returns
+    (patterns added, every promising group was priced, and when every one of them got a
+    proven upper bound on its best pattern's value, the Farley factor
+    ``min(price / upper)`` over all groups, else None).
     """
-    scored = [(r, i) for r, i in _promising(groups, duals) if r < 1 / (1 + 1e-6)]
+    scored = [(r, i) for r, i in _promising(groups, duals) if r < 1 / (1 + _TOLERANCE)]
     new = improving = 0
+    # groups left out of ``scored`` have price / cheap upper of at least this
+    theta: float | None = 1 / (1 + _TOLERANCE)
     for n, (_, i) in enumerate(scored):
         if deadline is not None and time.monotonic() > deadline:
-            return new, False
+            return new, False, None
         rep, members = groups[0][i]
         found = False
-        for p in price_patterns(problem, rep, duals, demand, exact=n < exact)[0]:
-            if rep.price_micros - _value(p, duals) >= -1e-6 * rep.price_micros:
+        priced, upper = price_patterns(problem, rep, duals, demand, exact=n < exact)
+        if theta is not None:
+            theta = None if upper is None else min(theta, rep.price_micros / max(upper, 1e-9))
+        for p in priced:
+            if rep.price_micros - _value(p, duals) >= -_TOLERANCE * rep.price_micros:
                 continue
             found = True
             for t in members:
@@ -608,8 +626,12 @@ def _pricing_round(  # noqa: PLR0917 - one round's state
                     new += 1
         improving += found
         if improving >= _ROUND_GROUPS or (improving and n + 1 >= _SCAN_AFTER_FOUND):
-            return new, False
-    return new, True
+            return new, False, None
+    return new, True, theta
+
+
+_TOLERANCE = 1e-6
+"""Relative reduced cost below which a pattern does not count as improving."""
 
 
 _BOUND_GROUPS = 24

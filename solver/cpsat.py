@@ -59,7 +59,6 @@ from ortools.sat.python import cp_model
 
 from solver.bounds import fluid_bound, hostname_caps
 from solver.colgen import (
-    ColumnGenerationResult,
     Pattern,
     balanced_slices,
     generate,
@@ -91,6 +90,7 @@ from solver.problem import (
     TopologyKey,
 )
 from solver.rounding import dive
+from solver.shapes import LPView, lp_view
 from solver.validate import violations
 from solver.weights import apply_pool_weights
 
@@ -503,26 +503,30 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
         return done(greedy, fluid, Status.GREEDY)
+    # classes differing only in key and gang are merged for the LP phases (solver.shapes)
+    lp = lp_view(filtered)
+    lp_demand = lp.demand(demand)
     seeds = [p for c in candidates for p in patterns_from_solution(c)]
+    columns = list(dict.fromkeys(lp.pattern(p) for p in seeds))
     best, improved = greedy, False
-    slices = balanced_slices(filtered, demand, len(greedy.new_bins))
+
+    def consider(plan: Solution | None, what: str) -> None:
+        nonlocal best, improved
+        if plan is not None and not violations(problem, plan) and _quality(plan) < _quality(best):
+            best, improved = plan, True
+            log(f"{what}: {plan.cost_micros}, {len(plan.new_bins)} bins")
+
+    slices = balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
     if slices:
-        seeds += slices
-        dived = _dive_plan(filtered, seeds, greedy, deadline=min(hard, soft))
-        if (
-            dived is not None
-            and not violations(problem, dived)
-            and _quality(dived) < _quality(best)
-        ):
-            best, improved = dived, True
-            log(f"balanced slices dive: {dived.cost_micros}, {len(dived.new_bins)} bins")
+        columns += slices
+        consider(_dive_plan(filtered, lp, columns, greedy, deadline=min(hard, soft)), "slices dive")
         if _gap(best.cost_micros, fluid) <= config.relative_gap:
             return done(best, fluid, Status.FEASIBLE)
     now = time.monotonic()
     cg = generate(
-        filtered,
-        demand,
-        seeds,
+        lp.problem,
+        lp_demand,
+        columns,
         rounds=config.colgen_rounds,
         deadline=now + 0.6 * (soft - now),
         bound_deadline=soft,
@@ -532,49 +536,44 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"{cg.rounds} rounds, converged {cg.converged}"
     )
-    dived = _dive_plan(filtered, cg.patterns, greedy, deadline=min(hard, soft))
-    if dived is not None and not violations(problem, dived) and _quality(dived) < _quality(best):
-        best, improved = dived, True
-        log(f"lp dive: {dived.cost_micros}, {len(dived.new_bins)} bins")
+    consider(_dive_plan(filtered, lp, cg.patterns, greedy, deadline=min(hard, soft)), "lp dive")
     known = fluid
     if _gap(best.cost_micros, known) > config.relative_gap:
         # the pattern bound may take half of what is left; CP-SAT gets the rest
         now = time.monotonic()
-        known = max(known, lp_bound(filtered, cg, demand, deadline=now + 0.5 * (soft - now)))
+        known = max(known, lp_bound(lp.problem, cg, lp_demand, deadline=now + 0.5 * (soft - now)))
         log(f"pattern bound {known}")
-    if (
-        cg.patterns
-        and time.monotonic() < soft
-        and _gap(best.cost_micros, known) > config.relative_gap
-    ):
-        found = _run_master(
-            filtered,
-            patterns=_master_columns(cg, [*seeds, *patterns_from_solution(best)]),
-            start=(greedy, best),
-            config=config,
-            deadline=soft,
-            log=log,
-            stop_at=math.floor(known / max(1e-9, 1 - config.relative_gap)),
+    if time.monotonic() < soft and _gap(best.cost_micros, known) > config.relative_gap:
+        # merged columns have no class-level pods: the master then works on the plans' own
+        support = cg.support if lp.shapes is None else []
+        consider(
+            _run_master(
+                filtered,
+                patterns=list(dict.fromkeys([*support, *seeds, *patterns_from_solution(best)])),
+                start=(greedy, best),
+                config=config,
+                deadline=soft,
+                log=log,
+                stop_at=math.floor(known / max(1e-9, 1 - config.relative_gap)),
+            ),
+            "cp-sat master",
         )
-        if (
-            found is not None
-            and not violations(problem, found)
-            and _quality(found) < _quality(best)
-        ):
-            best, improved = found, True
-    bound = _final_bound(filtered, best, (demand, known), cg.patterns, hard)
+    bound = _final_bound(lp, best, (demand, known), cg.patterns, hard)
     return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
 
 
 def _dive_plan(
-    problem: Problem, columns: list[Pattern], greedy: Solution, *, deadline: float
+    problem: Problem, lp: LPView, columns: list[Pattern], greedy: Solution, *, deadline: float
 ) -> Solution | None:
     """Return the LP dive's plan for the pods ``greedy`` puts on new bins (its others kept)."""
     demand = greedy.new_counts()
-    new = dive(problem, columns, demand, deadline=deadline)
+    new = dive(lp.problem, columns, lp.demand(demand), deadline=deadline)
     if new is None:
         return None
-    return _finish(problem, list(new), list(greedy.existing))
+    bins = lp.split(problem, new, demand, greedy.existing)
+    if bins is None:
+        return None
+    return _finish(problem, bins, list(greedy.existing))
 
 
 def _finish(
@@ -590,17 +589,8 @@ def _finish(
     return downsize(problem, sol)
 
 
-def _master_columns(cg: ColumnGenerationResult, seeds: list[Pattern]) -> list[Pattern]:
-    """Return the integer master's columns.
-
-    They are the LP solution's (on every identical offering) and the greedy plans' (so it can
-    always reproduce them).
-    """
-    return list(dict.fromkeys([*cg.support, *seeds]))
-
-
 def _final_bound(
-    problem: Problem,
+    lp: LPView,
     best: Solution,
     known: tuple[dict[str, int], int],
     patterns: list[Pattern],
@@ -612,9 +602,9 @@ def _final_bound(
         return known[1]
     bound = 0
     if time.monotonic() < deadline:
-        bound = fluid_bound(problem, demand, deadline=deadline)
+        bound = fluid_bound(lp.problem, lp.demand(demand), deadline=deadline)
     if bound < best.cost_micros and time.monotonic() < deadline:
-        bound = max(bound, pattern_bound(problem, patterns, demand))
+        bound = max(bound, pattern_bound(lp.problem, patterns, lp.demand(demand)))
     return bound
 
 

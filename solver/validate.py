@@ -22,6 +22,7 @@ the solution is valid:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from solver.problem import (
@@ -183,10 +184,30 @@ def _members_by_bin(bins: list[_Bin], keys: set[str]) -> list[tuple[_Bin, int]]:
     return out
 
 
+def _members_by_group(
+    bins: list[_Bin], groups_of: Mapping[str, Iterable[str]]
+) -> dict[str, list[tuple[_Bin, int]]]:
+    """Return, per group id, the bins holding pods of its classes and how many (bin order).
+
+    ``groups_of`` maps a class key to the ids of the groups (gangs, topology constraints) its
+    pods belong to; one pass over the bins instead of one per group.
+    """
+    per: dict[str, dict[int, int]] = {}
+    for i, b in enumerate(bins):
+        for k, v in b.placement.counts.items():
+            if v <= 0:
+                continue
+            for g in groups_of.get(k, ()):
+                counts = per.setdefault(g, {})
+                counts[i] = counts.get(i, 0) + v
+    return {g: [(bins[i], n) for i, n in counts.items()] for g, counts in per.items()}
+
+
 def _check_gangs(problem: Problem, bins: list[_Bin], out: list[str]) -> None:
+    gang_of = {c.key: (c.gang,) for c in problem.classes if c.gang is not None}
+    by_gang = _members_by_group(bins, gang_of)
     for g in problem.gangs:
-        keys = {c.key for c in problem.classes_of_gang(g.id)}
-        members = _members_by_bin(bins, keys)
+        members = by_gang.get(g.id, [])
         placed = sum(n for _, n in members)
         if 0 < placed < g.min_count:
             out.append(f"gang {g.id}: partial placement {placed} < min {g.min_count}")
@@ -199,9 +220,9 @@ def _check_gangs(problem: Problem, bins: list[_Bin], out: list[str]) -> None:
 def _check_topology(
     problem: Problem, classes: dict[str, PodClass], bins: list[_Bin], out: list[str]
 ) -> None:
+    by_group = _members_by_group(bins, {k: c.topology for k, c in classes.items()})
     for t in problem.topology:
-        keys = {k for k, c in classes.items() if t.id in c.topology}
-        members = _members_by_bin(bins, keys)
+        members = by_group.get(t.id, [])
         per_zone: Counter[str] = Counter()
         for b, n in members:
             per_zone[b.zone] += n
@@ -296,16 +317,25 @@ def _check_weights(
     if not problem.pool_weights:
         return
     types = {b.id: b for b in problem.bin_types}
-    best: dict[str, int] = {}
-    for c in problem.classes:
-        eligible = eligible_types(problem, c)
-        if eligible:
-            best[c.key] = max(problem.pool_weights.get(bt.pool, 0) for bt in eligible)
+    # the best weight depends on what a class allows and requests: classes share answers
+    by_shape: dict[tuple[object, ...], int | None] = {}
+
+    def best(c: PodClass) -> int | None:
+        shape = (c.allowed_bin_types, tuple(sorted(c.demand.items())), c.gpu_fraction_milli)
+        if shape not in by_shape:
+            eligible = eligible_types(problem, c)
+            weights = [problem.pool_weights.get(bt.pool, 0) for bt in eligible]
+            by_shape[shape] = max(weights, default=None)
+        return by_shape[shape]
+
     for nb in solution.new_bins:
         bt = types.get(nb.bin_type)
         if bt is None:
             continue
         w = problem.pool_weights.get(bt.pool, 0)
         for k, n in nb.placement.counts.items():
-            if n > 0 and k in classes and w < best.get(k, w):
+            if n <= 0 or k not in classes:
+                continue
+            top = best(classes[k])
+            if top is not None and w < top:
                 out.append(f"class {k}: on pool {bt.pool} while a higher-weight pool can take it")

@@ -14,6 +14,7 @@ from solver.colgen import (
     Pattern,
     balanced_slices,
     generate,
+    lp_bound,
     master_lp,
     patterns_from_solution,
     proven_bound,
@@ -124,6 +125,9 @@ def test_a_passed_deadline_stops_every_master_lp_without_a_wrong_answer() -> Non
     # one bin for the fives, 4/3 for the threes
     assert on_time.lp_value == pytest.approx(7000 / 3)
     assert 2000 < on_time.lower_bound_micros <= 2334
+    # exact pricing proved the LP optimal over all patterns: its value is the bound
+    assert on_time.exact_factor == pytest.approx(1, rel=1e-3)
+    assert lp_bound(p, on_time, demand) == 2334  # costs are whole micro-dollars
 
 
 def test_zone_quotas_deal_spread_pods_evenly_from_existing_counts() -> None:
