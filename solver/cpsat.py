@@ -89,7 +89,7 @@ from solver.problem import (
     Status,
     TopologyKey,
 )
-from solver.rounding import dive
+from solver.rounding import dive, zone_bound
 from solver.shapes import LPView, lp_view
 from solver.validate import violations
 from solver.weights import apply_pool_weights
@@ -434,6 +434,10 @@ class _Patience(threading.Thread):
         self.join()
 
 
+_MIN_COLGEN_SHARE = 0.25
+"""Column generation runs only while this share of the solve's budget is left."""
+
+
 def _gap(cost: int, bound: int) -> float:
     return (cost - bound) / cost if cost > 0 else 0.0
 
@@ -516,12 +520,15 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             best, improved = plan, True
             log(f"{what}: {plan.cost_micros}, {len(plan.new_bins)} bins")
 
-    slices = balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
-    if slices:
-        columns += slices
-        consider(_dive_plan(filtered, lp, columns, greedy, deadline=min(hard, soft)), "slices dive")
-        if _gap(best.cost_micros, fluid) <= config.relative_gap:
-            return done(best, fluid, Status.FEASIBLE)
+    # a first dive over the greedy plans' bins and the balanced slices: on large problems
+    # there may be no time left for column generation
+    columns += balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
+    consider(_dive_plan(filtered, lp, columns, greedy, deadline=min(hard, soft)), "first dive")
+    # column generation starts with a few tenths of a second of set-up on large problems
+    if _gap(
+        best.cost_micros, fluid
+    ) <= config.relative_gap or soft - time.monotonic() < _MIN_COLGEN_SHARE * (soft - start):
+        return done(best, fluid, Status.FEASIBLE if improved else Status.GREEDY)
     now = time.monotonic()
     cg = generate(
         lp.problem,
@@ -567,7 +574,15 @@ def _dive_plan(
 ) -> Solution | None:
     """Return the LP dive's plan for the pods ``greedy`` puts on new bins (its others kept)."""
     demand = greedy.new_counts()
-    new = dive(lp.problem, columns, lp.demand(demand), deadline=deadline)
+    # pods per zone of zone-(anti-)affine classes: as in the greedy plan, which is valid
+    bound = zone_bound(lp.problem)
+    zones: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    zone_of = {t.id: t.zone for t in problem.bin_types}
+    for b in greedy.new_bins if bound else ():
+        for k, n in b.placement.counts.items():
+            if lp.key(k) in bound:
+                zones[lp.key(k)][zone_of[b.bin_type]] += n
+    new = dive(lp.problem, columns, lp.demand(demand), deadline=deadline, zones=zones)
     if new is None:
         return None
     bins = lp.split(problem, new, demand, greedy.existing)

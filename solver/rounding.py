@@ -16,8 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from solver.colgen import LPTimeout, Pattern, master_lp
+from solver.colgen import LPTimeout, Pattern, master_lp, needy_carriers
 from solver.problem import (
+    Affinity,
+    AntiAffinity,
+    BinType,
+    CoLocation,
     NewBin,
     Placement,
     Problem,
@@ -27,6 +31,7 @@ from solver.problem import (
 
 _WHOLE = 1 - 1e-6
 _UNUSED = 1e-9
+_ROUND_UP = 0.5
 
 
 def dive(
@@ -35,14 +40,17 @@ def dive(
     demand: Mapping[str, int],
     *,
     deadline: float | None = None,
+    zones: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[NewBin] | None:
     """Return new bins placing ``demand`` (pods per class), or None when the LP cannot.
 
     Pods of classes under a zone spread are first dealt to zones (``zone_quotas``), and the
     LP covers those per-zone quotas with columns of that zone, so the plan keeps the spread.
+    ``zones`` fixes the pods per zone of other classes (those under zone affinity or
+    anti-affinity: the caller passes a valid plan's, ``zone_bound``).
     """
     types = {t.id: t for t in problem.bin_types}
-    quotas = zone_quotas(problem, demand)
+    quotas = zone_quotas(problem, demand) | {k: dict(v) for k, v in (zones or {}).items()}
 
     def row(key: str, zone: str) -> str:
         return f"{key}{_SEP}{zone}" if key in quotas else key
@@ -55,6 +63,7 @@ def dive(
             rows.update({row(k, z): q for z, q in quotas[k].items() if q > 0})
         else:
             rows[k] = n
+    columns = columns + _zone_copies(problem, columns, set(quotas))
     virtual = [
         Pattern(p.bin_type, tuple(sorted((row(k, types[p.bin_type].zone), n) for k, n in p.counts)))
         for p in columns
@@ -62,21 +71,98 @@ def dive(
     bins = _dive_rows(problem, virtual, rows, deadline)
     if bins is None:
         return None
-    new_bins = []
-    for i in bins:
-        p, v = columns[i], virtual[i]
-        counts: dict[str, int] = {}
-        for (k, n), (r, _) in zip(p.counts, v.counts, strict=True):
-            take = min(n, rows.get(r, 0))
-            if take > 0:
-                rows[r] -= take
-                counts[k] = take
-        if counts:
-            new_bins.append(NewBin(p.bin_type, Placement(counts, p.devices_for(counts))))
-    return new_bins
+    return _cut(problem, columns, virtual, bins, rows)
 
 
 _SEP = "\x00"
+
+
+def _cut(
+    problem: Problem,
+    columns: list[Pattern],
+    virtual: list[Pattern],
+    bins: list[int],
+    rows: dict[str, int],
+) -> list[NewBin]:
+    """Return the chosen columns' bins with their pods cut to the rows still to place.
+
+    Every bin with carriers of a hostname co-location first gets one target pod, so cutting
+    never strands the carriers.
+    """
+    needs = needy_carriers(problem)
+    topology = {c.key: c.topology for c in problem.classes}
+    taken: list[dict[str, int]] = [{} for _ in bins]
+    for counts, i in zip(taken, bins, strict=True):
+        wanted = {g for k, _ in columns[i].counts for g in needs.get(k, ())}
+        for (k, _), (r, _) in zip(columns[i].counts, virtual[i].counts, strict=True):
+            if wanted & topology[k] and k not in needs and rows.get(r, 0) > 0:
+                wanted -= topology[k]
+                rows[r] -= 1
+                counts[k] = 1
+
+    def fill(counts: dict[str, int], i: int) -> None:
+        # carriers go last and only beside a target; a bin never exceeds its column
+        present = {g for k in counts for g in topology[k]}
+        pairs = sorted(
+            zip(columns[i].counts, virtual[i].counts, strict=True), key=lambda kr: kr[0][0] in needs
+        )
+        for (k, n), (r, _) in pairs:
+            if not all(g in present for g in needs.get(k, ())):
+                continue
+            take = min(n - counts.get(k, 0), rows.get(r, 0))
+            if take > 0:
+                rows[r] -= take
+                counts[k] = counts.get(k, 0) + take
+                present |= topology[k]
+
+    for counts, i in zip(taken, bins, strict=True):
+        fill(counts, i)
+    if any(n > 0 for n in rows.values()):
+        # pods cut from one bin may still fit another's column beside their targets
+        for counts, i in zip(taken, bins, strict=True):
+            fill(counts, i)
+    return [
+        NewBin(columns[i].bin_type, Placement(counts, columns[i].devices_for(counts)))
+        for counts, i in zip(taken, bins, strict=True)
+        if counts
+    ]
+
+
+def _zone_copies(problem: Problem, columns: list[Pattern], zoned: set[str]) -> list[Pattern]:
+    """Return copies of the columns holding zone-dealt classes on the same offering elsewhere.
+
+    Pricing works per offering group, and a group may sit in one zone only; without copies
+    a class's quota in another zone can have no column at all, and the dive cannot finish.
+    A copy goes to each offering of the same instance type and pool in another zone (any
+    capacity type), with the column's classes that allow it (a subset of a bin still fits).
+    """
+    types = {t.id: t for t in problem.bin_types}
+    allowed = {c.key: c.allowed_bin_types for c in problem.classes}
+    siblings: dict[tuple[str, str], list[BinType]] = {}
+    for t in problem.bin_types:
+        siblings.setdefault((t.instance_type, t.pool), []).append(t)
+    needs = needy_carriers(problem)
+    targets = {c.key: c.topology for c in problem.classes}
+    have = set(columns)
+    out: list[Pattern] = []
+    for p in columns:
+        if not any(k in zoned for k, _ in p.counts):
+            continue
+        t = types[p.bin_type]
+        for other in siblings[t.instance_type, t.pool]:
+            if other.zone == t.zone or other.capacity != t.capacity or other.gpus != t.gpus:
+                continue
+            kept = _with_targets(
+                tuple((k, n) for k, n in p.counts if other.id in allowed[k]), needs, targets
+            )
+            if not any(k in zoned for k, _ in kept):
+                continue
+            devices = p.devices_for(dict(kept))
+            copy = Pattern(other.id, kept, tuple(sorted(devices.items())))
+            if copy not in have:
+                have.add(copy)
+                out.append(copy)
+    return out
 
 
 def _dive_rows(
@@ -93,10 +179,11 @@ def _dive_rows(
             return None
         take = [(i, math.floor(x + 1e-6)) for i, x in enumerate(xs) if x >= _WHOLE]
         if not take:
+            # round up every column the LP half-uses (at least its most used one)
             best = max(range(len(xs)), key=lambda i: (xs[i], -i), default=None)
             if best is None or xs[best] <= _UNUSED:
                 return None
-            take = [(best, 1)]
+            take = [(i, 1) for i, x in enumerate(xs) if x >= _ROUND_UP] or [(best, 1)]
         progressed = False
         for i, n in take:
             for _ in range(n):
@@ -112,6 +199,41 @@ def _dive_rows(
         if not progressed:
             return None
     return chosen
+
+
+def _with_targets(
+    counts: tuple[tuple[str, int], ...],
+    needs: Mapping[str, list[str]],
+    targets: Mapping[str, frozenset[str]],
+) -> tuple[tuple[str, int], ...]:
+    """Return ``counts`` without carriers whose hostname co-location lost its targets."""
+    while True:
+        present = {g for k, _ in counts for g in targets[k]}
+        kept = tuple((k, n) for k, n in counts if all(g in present for g in needs.get(k, ())))
+        if kept == counts:
+            return kept
+        counts = kept
+
+
+def zone_bound(problem: Problem) -> set[str]:
+    """Return the classes whose pods per zone matter beyond spreads.
+
+    They are the members of zone anti-affinities and single-zone affinities, and the carriers
+    and targets of zone co-locations; the LP knows nothing of these rules.
+    """
+    ids = {
+        t.id
+        for t in problem.topology
+        if isinstance(t, Affinity)
+        or (isinstance(t, AntiAffinity | CoLocation) and t.key is TopologyKey.ZONE)
+    }
+    carriers = {
+        k
+        for t in problem.topology
+        if isinstance(t, CoLocation) and t.key is TopologyKey.ZONE
+        for k in t.carriers
+    }
+    return {c.key for c in problem.classes if c.topology & ids or c.key in carriers}
 
 
 def zone_quotas(problem: Problem, demand: Mapping[str, int]) -> dict[str, dict[str, int]]:

@@ -291,6 +291,10 @@ class LPView:
             return {k: n for k, n in demand.items() if n > 0}
         return self.shapes.demand(demand)
 
+    def key(self, class_key: str) -> str:
+        """Return the LP row of a class."""
+        return class_key if self.shapes is None else self.shapes.shape_of[class_key]
+
     def pattern(self, p: Pattern) -> Pattern:
         """Return a class-level pattern as the LP sees it."""
         return p if self.shapes is None else self.shapes.pattern(p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -25,6 +26,7 @@ from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.pricing import UpperIndex
 from solver.problem import (
     BinType,
+    CoLocation,
     NewBin,
     Placement,
     Problem,
@@ -33,7 +35,7 @@ from solver.problem import (
     Status,
     TopologyKey,
 )
-from solver.rounding import dive, zone_quotas
+from solver.rounding import dive, zone_bound, zone_quotas
 from solver.validate import violations
 from solver.weights import apply_pool_weights
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
@@ -176,3 +178,61 @@ def test_balanced_bins_beat_value_ordered_packing_on_a_linear_catalog() -> None:
 
 def _bin(p: Pattern) -> NewBin:
     return NewBin(p.bin_type, Placement(dict(p.counts)))
+
+
+def _zoned(instance: str, zone: str) -> BinType:
+    return dataclasses.replace(
+        bt(f"{instance}-{zone}", 4000, 8192, 100, zone=zone), instance_type=instance
+    )
+
+
+def test_dive_copies_columns_to_the_zones_the_spread_deals_pods_to() -> None:
+    # the only column is in zone a, but the spread deals half the pods to zone b
+    types = (_zoned("m", "a"), _zoned("m", "b"))
+    spread = SpreadConstraint("s", TopologyKey.ZONE, 1, ("a", "b"))
+    p = Problem(
+        types,
+        (pc("web", 8, 1000, 1024, ["m-a", "m-b"], topology=frozenset({"s"})),),
+        topology=(spread,),
+    )
+    bins = dive(p, [Pattern("m-a", (("web", 4),))], {"web": 8})
+    assert bins is not None
+    assert sorted((b.bin_type, b.placement.counts["web"]) for b in bins) == [("m-a", 4), ("m-b", 4)]
+    assert violations(p, Solution(tuple(bins), (), (), 200, 0, Status.FEASIBLE)) == []
+
+
+def test_dive_never_strands_carriers_of_a_hostname_co_location() -> None:
+    # every column pairs a carrier with a target, but there are fewer targets than columns
+    # hold: the cut keeps one target beside each carrier
+    t = bt("t", 4000, 8192, 100)
+    co = CoLocation("co", TopologyKey.HOSTNAME, frozenset({"side"}))
+    p = Problem(
+        (t,),
+        (pc("app", 2, 500, 512, ["t"], topology=frozenset({"co"})), pc("side", 2, 500, 512, ["t"])),
+        topology=(co,),
+    )
+    column = Pattern("t", (("app", 3), ("side", 1)))
+    bins = dive(p, [column], {"app": 2, "side": 2})
+    assert bins is not None
+    assert all(b.placement.counts.get("app", 0) >= 1 for b in bins)
+    assert violations(p, Solution(tuple(bins), (), (), 100 * len(bins), 0, Status.FEASIBLE)) == []
+
+
+def test_dive_keeps_the_given_pods_per_zone_of_zone_bound_classes() -> None:
+    types = (_zoned("m", "a"), _zoned("m", "b"))
+    co = CoLocation("near", TopologyKey.ZONE, frozenset({"client"}))
+    p = Problem(
+        types,
+        (
+            pc("server", 1, 1000, 1024, ["m-a", "m-b"], topology=frozenset({"near"})),
+            pc("client", 3, 1000, 1024, ["m-a", "m-b"]),
+        ),
+        topology=(co,),
+    )
+    assert zone_bound(p) == {"server", "client"}
+    columns = [Pattern("m-b", (("client", 2),)), Pattern("m-a", (("client", 2), ("server", 1)))]
+    zones = {"server": {"a": 1}, "client": {"a": 3}}
+    bins = dive(p, columns, {"server": 1, "client": 3}, zones=zones)
+    assert bins is not None
+    assert {b.bin_type for b in bins} == {"m-a"}
+    assert violations(p, Solution(tuple(bins), (), (), 100 * len(bins), 0, Status.FEASIBLE)) == []
