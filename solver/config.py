@@ -25,6 +25,8 @@ class SolverConfig:
             has not improved for a while; ignored when ``deterministic_time`` is set.
         spent_seconds: time the caller already spent on this planning step (building the
             problem); the adaptive budget counts it.
+        merge_from: classes from which the LP phases merge interchangeable ones
+            (``solver.shapes``); small problems keep theirs.
         log_callback: receives solver log lines (CP-SAT search log and short progress
             lines); ``None`` = silent. Nothing is ever printed to stdout.
     """
@@ -37,4 +39,5 @@ class SolverConfig:
     colgen_rounds: int = 30
     adaptive_budget: bool = True
     spent_seconds: float = 0.0
+    merge_from: int = 60
     log_callback: Callable[[str], None] | None = None

@@ -434,8 +434,9 @@ class _Patience(threading.Thread):
         self.join()
 
 
-_MIN_COLGEN_SHARE = 0.25
-"""Column generation runs only while this share of the solve's budget is left."""
+_SETUP_SECONDS = 2e-7
+"""Column generation's set-up time per offering and class (measured: 0.12 s for 1,200
+offerings and 530 classes on 2 cores)."""
 
 
 def _gap(cost: int, bound: int) -> float:
@@ -508,7 +509,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
         return done(greedy, fluid, Status.GREEDY)
     # classes differing only in key and gang are merged for the LP phases (solver.shapes)
-    lp = lp_view(filtered)
+    lp = lp_view(filtered, min_classes=config.merge_from)
     lp_demand = lp.demand(demand)
     seeds = [p for c in candidates for p in patterns_from_solution(c)]
     columns = list(dict.fromkeys(lp.pattern(p) for p in seeds))
@@ -524,10 +525,11 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     # there may be no time left for column generation
     columns += balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
     consider(_dive_plan(filtered, lp, columns, greedy, deadline=min(hard, soft)), "first dive")
-    # column generation starts with a few tenths of a second of set-up on large problems
-    if _gap(
-        best.cost_micros, fluid
-    ) <= config.relative_gap or soft - time.monotonic() < _MIN_COLGEN_SHARE * (soft - start):
+    # column generation first groups offerings and indexes their knapsacks: only start it
+    # with time for that and as much again for pricing
+    setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)
+    left = soft - time.monotonic()
+    if _gap(best.cost_micros, fluid) <= config.relative_gap or left < 2 * setup:
         return done(best, fluid, Status.FEASIBLE if improved else Status.GREEDY)
     now = time.monotonic()
     cg = generate(
@@ -552,6 +554,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         log(f"pattern bound {known}")
     if time.monotonic() < soft and _gap(best.cost_micros, known) > config.relative_gap:
         # merged columns have no class-level pods: the master then works on the plans' own
+        # (an integer master over merged classes knows no gangs, and its plans rarely split)
         support = cg.support if lp.shapes is None else []
         consider(
             _run_master(

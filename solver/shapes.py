@@ -204,18 +204,42 @@ def split(
     """Return ``bins`` (shape-level) with their pods handed to the classes of ``demand``.
 
     Gangs that need one zone or one pool take their pods from the bins of one such domain,
-    largest gangs first, choosing the domain with the most room for them; the other classes
-    take what is left. None when some class cannot get its pods.
+    largest gangs first, into the domain with the least room that fits them (best fit) or,
+    failing that, the most room (worst fit); the other classes take what is left. None when
+    some class cannot get its pods either way.
     """
-    hand = _Handout(shapes, problem, bins)
+    for best_fit in (True, False):
+        hand = _Handout(shapes, problem, bins)
+        handed = _hand_gangs(hand, problem, demand, existing, best_fit=best_fit)
+        if handed is None:
+            continue
+        rest = [(k, n) for k, n in demand.items() if n > 0 and k not in handed]
+        if all(hand.take(k, n) for k, n in rest):
+            return hand.result()
+    return None
+
+
+def _hand_gangs(
+    hand: _Handout,
+    problem: Problem,
+    demand: Mapping[str, int],
+    existing: Sequence[ExistingPlacement],
+    *,
+    best_fit: bool,
+) -> set[str] | None:
+    """Give every gang's classes their pods in one domain; return the classes handed."""
     placed_on = _gang_domains(problem, existing)
     handed: set[str] = set()
     for gang, keys in _gangs_largest_first(problem, demand):
         if not (gang.same_zone or gang.same_pool):
+            for k in keys:
+                if not hand.take(k, demand[k]):
+                    return None
+            handed.update(keys)
             continue
         need: Counter[str] = Counter()
         for k in keys:
-            need[shapes.shape_of[k]] += demand[k]
+            need[hand.shapes.shape_of[k]] += demand[k]
         room = hand.room(need, gang)
         fits = [
             d
@@ -224,14 +248,13 @@ def split(
         ]
         if not fits:
             return None
-        best = max(fits, key=lambda d: (sum(room[d].values()), d))
-        where = hand.bins_in(gang, best)
+        sign = -1 if best_fit else 1
+        chosen = max(fits, key=lambda d: (sign * sum(room[d].values()), d))
+        where = hand.bins_in(gang, chosen)
         if not all(hand.take(k, demand[k], where) for k in keys):
             return None
         handed.update(keys)
-    if not all(hand.take(k, n) for k, n in demand.items() if n > 0 and k not in handed):
-        return None
-    return hand.result()
+    return handed
 
 
 def _trim(per_device: list[int]) -> tuple[int, ...]:
@@ -312,7 +335,11 @@ class LPView:
         return split(self.shapes, problem, bins, demand, existing)
 
 
-def lp_view(problem: Problem) -> LPView:
-    """Return the merged problem when some classes merge, else ``problem`` itself."""
-    shapes = merge(problem)
+def lp_view(problem: Problem, *, min_classes: int) -> LPView:
+    """Return the merged problem when it has ``min_classes`` classes or more and some merge.
+
+    Small problems keep their classes: the integer master then gets the LP's own columns
+    (it cannot use merged ones, ``solver.cpsat``), and their LPs are fast anyway.
+    """
+    shapes = merge(problem) if len(problem.classes) >= min_classes else None
     return LPView(problem if shapes is None else shapes.problem, shapes)

@@ -26,6 +26,8 @@ from solver.validate import violations
 from tests.unit.solver.builders import GPU, TEST_CONFIG, bt, pc
 from tests.unit.solver.strategies import problems
 
+_MERGING = dataclasses.replace(TEST_CONFIG, merge_from=0)
+
 
 def _gang_pods(name: str, n: int, types: list[str], **kw: object) -> PodClass:
     return pc(name, n, 1000, 1024, types, gang=name, **kw)
@@ -117,7 +119,7 @@ def problems_with_twins(draw: st.DrawFn) -> Problem:
 @settings(max_examples=60, deadline=None)
 @given(problems_with_twins())
 def test_split_of_a_merged_plan_is_valid_or_refused(problem: Problem) -> None:
-    lp = lp_view(problem)
+    lp = lp_view(problem, min_classes=0)
     for plan in (karpenter_ffd(problem), cost_aware_ffd(problem)):
         merged = [
             NewBin(q.bin_type, Placement(dict(q.counts), dict(q.devices)))
@@ -135,7 +137,7 @@ def test_split_of_a_merged_plan_is_valid_or_refused(problem: Problem) -> None:
 def test_solve_on_problems_with_twins_is_valid_and_never_worse_than_greedy(
     problem: Problem,
 ) -> None:
-    s = solve(problem, TEST_CONFIG)
+    s = solve(problem, _MERGING)
     assert violations(problem, s) == []
     assert s.cost_micros <= karpenter_ffd(problem).cost_micros
     assert 0 <= s.lower_bound_micros <= s.cost_micros
@@ -151,7 +153,7 @@ def test_merged_gangs_get_cheaper_than_greedy_and_stay_whole() -> None:
     ids = [t.id for t in types]
     classes = tuple(pc(f"g{i}", 2, 3000, 8192, ids, gpu=1, gang=f"g{i}") for i in range(8))
     p = Problem(types, classes, gangs=tuple(Gang(f"g{i}", 2) for i in range(8)))
-    s = solve(p, TEST_CONFIG)
+    s = solve(p, _MERGING)
     assert violations(p, s) == []
     assert s.cost_micros == 8 * 900
     assert GPU in p.classes[0].demand
