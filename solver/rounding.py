@@ -32,6 +32,8 @@ from solver.problem import (
 _WHOLE = 1 - 1e-6
 _UNUSED = 1e-9
 _ROUND_UP = 0.5
+_COPY_EVERY_UP_TO = 2000
+"""Columns up to which the dive copies every zone-dealt column to the other zones."""
 
 
 def dive(
@@ -63,7 +65,12 @@ def dive(
             rows.update({row(k, z): q for z, q in quotas[k].items() if q > 0})
         else:
             rows[k] = n
-    columns = columns + _zone_copies(problem, columns, set(quotas))
+    covered = {(k, types[p.bin_type].zone) for p in columns for k, _ in p.counts if k in quotas}
+    missing = {(k, z) for k, q in quotas.items() for z, n in q.items() if n > 0} - covered
+    # copies of every zone-dealt column give the LP more room, but on many columns its
+    # solves get slow: then only rows without any column get copies
+    every = len(columns) <= _COPY_EVERY_UP_TO
+    columns = columns + _zone_copies(problem, columns, set(quotas), missing, every=every)
     virtual = [
         Pattern(p.bin_type, tuple(sorted((row(k, types[p.bin_type].zone), n) for k, n in p.counts)))
         for p in columns
@@ -128,13 +135,21 @@ def _cut(
     ]
 
 
-def _zone_copies(problem: Problem, columns: list[Pattern], zoned: set[str]) -> list[Pattern]:
+def _zone_copies(
+    problem: Problem,
+    columns: list[Pattern],
+    zoned: set[str],
+    missing: set[tuple[str, str]],
+    *,
+    every: bool,
+) -> list[Pattern]:
     """Return copies of the columns holding zone-dealt classes on the same offering elsewhere.
 
     Pricing works per offering group, and a group may sit in one zone only; without copies
-    a class's quota in another zone can have no column at all, and the dive cannot finish.
-    A copy goes to each offering of the same instance type and pool in another zone (any
-    capacity type), with the column's classes that allow it (a subset of a bin still fits).
+    a class's quota in another zone (``missing``: class, zone) can have no column at all,
+    and the dive cannot finish. A copy goes to each offering of the same instance type and
+    pool in another zone (any capacity type), with the column's classes that allow it (a
+    subset of a bin still fits); unless ``every``, only where it holds a missing row.
     """
     types = {t.id: t for t in problem.bin_types}
     allowed = {c.key: c.allowed_bin_types for c in problem.classes}
@@ -155,7 +170,7 @@ def _zone_copies(problem: Problem, columns: list[Pattern], zoned: set[str]) -> l
             kept = _with_targets(
                 tuple((k, n) for k, n in p.counts if other.id in allowed[k]), needs, targets
             )
-            if not any(k in zoned for k, _ in kept):
+            if not any((k, other.zone) in missing if not every else k in zoned for k, _ in kept):
                 continue
             devices = p.devices_for(dict(kept))
             copy = Pattern(other.id, kept, tuple(sorted(devices.items())))
