@@ -1,15 +1,22 @@
-"""The optimiser: column generation, an LP dive, and an integer master in CP-SAT.
+"""The optimiser: LP dives over greedy and generated columns, and an integer master in CP-SAT.
 
 ``solve(problem, config)``:
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
-   ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins);
-2. column generation (``solver.colgen``) seeded with both greedy plans' bins as patterns,
-   priced partially and exactly (``solver.pricing`` orders the offering groups);
-3. an LP dive (``solver.rounding``) turns the master LP into an integer plan for the same
-   pods (zone-spread classes dealt to zones first); it is kept when valid and better;
-4. an integer master in CP-SAT over the LP's columns plus the greedy and dive plans' bins,
-   hinted with the best plan so far, plus explicit variables for existing bins:
+   ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
+   and computes the fluid bound;
+2. the LP phases work on the problem with interchangeable classes merged when it has many
+   (``solver.shapes``: classes differing only in key and gang, e.g. one per pod group); their
+   bins are split back to classes gang by gang;
+3. a first LP dive (``solver.rounding``) over both greedy plans' bins and balanced slices of
+   the demand (``colgen.balanced_slices``): on large problems there is no time for more;
+4. column generation (``solver.colgen``) seeded with those columns, priced partially and
+   exactly (``solver.pricing`` orders the offering groups), when the budget leaves time for
+   its set-up; then a second dive over all columns. A dive deals zone-spread pods to zones,
+   keeps zone-(anti-)affine classes in the greedy plan's zones and copies columns across
+   zones; every plan is kept only when valid and better;
+5. an integer master in CP-SAT over the LP's columns (unless merged) plus the greedy and
+   dive plans' bins, hinted with the best plan so far, plus variables for existing bins:
 
    * ``x_p`` (int): how many bins of pattern ``p``; ``y[e,c]`` (int): pods of class c on
      existing bin e (with per-device variables for fractional classes and a boolean per fully
@@ -29,7 +36,7 @@
 
    CP-SAT runs with the configured workers, seed, deterministic time and the remaining
    wall time;
-5. the plan is extracted (bins of each domain filled to ``w``), downsized, validated with
+6. the plan is extracted (bins of each domain filled to ``w``), downsized, validated with
    ``solver.validate`` and compared with the greedy plan: the better one is returned, so the
    result is never worse than either greedy plan.
 
@@ -40,8 +47,9 @@ CP-SAT stops when it has not improved for ``max(0.2 s, 30 %)`` of its running ti
 (wall-clock runs only; with ``deterministic_time`` the run is reproducible and only the
 limits apply).
 
-Lower bound: the maximum of the fluid LP bound and the Farley pattern bound, for exactly the
-pods the returned plan puts on new bins. Status: ``OPTIMAL`` when cost equals the bound,
+Lower bound: the maximum of the fluid LP bound and the Farley pattern bound (the LP value
+itself once exact pricing proves convergence), for exactly the pods the returned plan puts
+on new bins. Status: ``OPTIMAL`` when cost equals the bound,
 ``FEASIBLE`` when the optimiser beat the greedy plan, ``GREEDY`` otherwise.
 """
 
