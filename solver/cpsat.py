@@ -538,7 +538,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)
     left = soft - time.monotonic()
     if _gap(best.cost_micros, fluid) <= config.relative_gap or left < 2 * setup:
-        return done(best, fluid, Status.FEASIBLE if improved else Status.GREEDY)
+        bound = _final_bound(lp, best, (demand, fluid), [], hard)
+        return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
     now = time.monotonic()
     cg = generate(
         lp.problem,
