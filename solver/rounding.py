@@ -14,6 +14,7 @@ constraints it touches are least loaded. The caller validates the result like an
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 
 from solver.colgen import LPTimeout, Pattern, master_lp, needy_carriers
@@ -32,6 +33,8 @@ from solver.problem import (
 _WHOLE = 1 - 1e-6
 _UNUSED = 1e-9
 _ROUND_UP = 0.5
+_SLOW_LP = 0.1
+"""Seconds per master LP from which the dive rounds all columns to nearest at once."""
 _COPY_EVERY_UP_TO = 2000
 """Columns up to which the dive copies every zone-dealt column to the other zones."""
 
@@ -188,11 +191,16 @@ def _dive_rows(
     remaining = {k: v for k, v in demand.items() if v > 0}
     chosen: list[int] = []
     while remaining:
+        started = time.monotonic()
         try:
             _, _, xs = master_lp(problem, types, columns, remaining, deadline=deadline)
         except LPTimeout:
             return None
-        take = [(i, math.floor(x + 1e-6)) for i, x in enumerate(xs) if x >= _WHOLE]
+        if time.monotonic() - started > _SLOW_LP:
+            # slow solves: round every column to nearest at once, then cover what is left
+            take = [(i, math.floor(x + 0.5)) for i, x in enumerate(xs) if x >= _ROUND_UP]
+        else:
+            take = [(i, math.floor(x + 1e-6)) for i, x in enumerate(xs) if x >= _WHOLE]
         if not take:
             # round up every column the LP half-uses (at least its most used one)
             best = max(range(len(xs)), key=lambda i: (xs[i], -i), default=None)
