@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from solver import rounding
 from solver.bounds import fast_knapsack_upper
 from solver.colgen import (
     LPTimeout,
@@ -236,3 +237,25 @@ def test_dive_keeps_the_given_pods_per_zone_of_zone_bound_classes() -> None:
     assert bins is not None
     assert {b.bin_type for b in bins} == {"m-a"}
     assert violations(p, Solution(tuple(bins), (), (), 100 * len(bins), 0, Status.FEASIBLE)) == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(problems())
+def test_dive_rounding_to_nearest_at_once_still_places_exactly_the_demand(
+    problem: Problem,
+) -> None:
+    # the branch taken when master LPs are slow, forced for every solve
+    filtered = apply_pool_weights(problem)
+    plan = cost_aware_ffd(problem)
+    demand = {k: n for k, n in plan.new_counts().items() if n > 0}
+    columns = patterns_from_solution(plan)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rounding, "_SLOW_LP", -1.0)
+        bins = dive(filtered, columns, demand)
+    if bins is None:
+        return
+    placed: dict[str, int] = {}
+    for b in bins:
+        for k, n in b.placement.counts.items():
+            placed[k] = placed.get(k, 0) + n
+    assert placed == demand
