@@ -532,7 +532,11 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     # a first dive over the greedy plans' bins and the balanced slices: on large problems
     # there may be no time left for column generation
     columns += balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
-    consider(_dive_plan(filtered, lp, columns, greedy, deadline=min(hard, soft)), "first dive")
+    timed = config.deterministic_time is None
+    consider(
+        _dive_plan(filtered, lp, columns, greedy, deadline=min(hard, soft), timed=timed),
+        "first dive",
+    )
     # column generation first groups offerings and indexes their knapsacks: only start it
     # with time for that and as much again for pricing
     setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)
@@ -554,7 +558,10 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"{cg.rounds} rounds, converged {cg.converged}"
     )
-    consider(_dive_plan(filtered, lp, cg.patterns, greedy, deadline=min(hard, soft)), "lp dive")
+    consider(
+        _dive_plan(filtered, lp, cg.patterns, greedy, deadline=min(hard, soft), timed=timed),
+        "lp dive",
+    )
     known = fluid
     if _gap(best.cost_micros, known) > config.relative_gap:
         # the pattern bound may take half of what is left; CP-SAT gets the rest
@@ -582,7 +589,13 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
 
 
 def _dive_plan(
-    problem: Problem, lp: LPView, columns: list[Pattern], greedy: Solution, *, deadline: float
+    problem: Problem,
+    lp: LPView,
+    columns: list[Pattern],
+    greedy: Solution,
+    *,
+    deadline: float,
+    timed: bool,
 ) -> Solution | None:
     """Return the LP dive's plan for the pods ``greedy`` puts on new bins (its others kept)."""
     demand = greedy.new_counts()
@@ -594,7 +607,7 @@ def _dive_plan(
         for k, n in b.placement.counts.items():
             if lp.key(k) in bound:
                 zones[lp.key(k)][zone_of[b.bin_type]] += n
-    new = dive(lp.problem, columns, lp.demand(demand), deadline=deadline, zones=zones)
+    new = dive(lp.problem, columns, lp.demand(demand), deadline=deadline, zones=zones, timed=timed)
     if new is None:
         return None
     bins = lp.split(problem, new, demand, greedy.existing)

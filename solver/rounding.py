@@ -46,13 +46,16 @@ def dive(
     *,
     deadline: float | None = None,
     zones: Mapping[str, Mapping[str, int]] | None = None,
+    timed: bool = True,
 ) -> list[NewBin] | None:
     """Return new bins placing ``demand`` (pods per class), or None when the LP cannot.
 
     Pods of classes under a zone spread are first dealt to zones (``zone_quotas``), and the
     LP covers those per-zone quotas with columns of that zone, so the plan keeps the spread.
     ``zones`` fixes the pods per zone of other classes (those under zone affinity or
-    anti-affinity: the caller passes a valid plan's, ``zone_bound``).
+    anti-affinity: the caller passes a valid plan's, ``zone_bound``). With ``timed``, slow
+    LP solves make the dive round more at once; without, the result depends on the input
+    only (reproducible runs).
     """
     types = {t.id: t for t in problem.bin_types}
     quotas = zone_quotas(problem, demand) | {k: dict(v) for k, v in (zones or {}).items()}
@@ -78,7 +81,7 @@ def dive(
         Pattern(p.bin_type, tuple(sorted((row(k, types[p.bin_type].zone), n) for k, n in p.counts)))
         for p in columns
     ]
-    bins = _dive_rows(problem, virtual, rows, deadline)
+    bins = _dive_rows(problem, virtual, rows, deadline, timed=timed)
     if bins is None:
         return None
     return _cut(problem, columns, virtual, bins, rows)
@@ -184,7 +187,12 @@ def _zone_copies(
 
 
 def _dive_rows(
-    problem: Problem, columns: list[Pattern], demand: dict[str, int], deadline: float | None
+    problem: Problem,
+    columns: list[Pattern],
+    demand: dict[str, int],
+    deadline: float | None,
+    *,
+    timed: bool,
 ) -> list[int] | None:
     """Return column indices (repeated) whose bins cover ``demand`` (rows keyed by name)."""
     types = {t.id: t for t in problem.bin_types}
@@ -196,7 +204,7 @@ def _dive_rows(
             _, _, xs = master_lp(problem, types, columns, remaining, deadline=deadline)
         except LPTimeout:
             return None
-        if time.monotonic() - started > _SLOW_LP:
+        if timed and time.monotonic() - started > _SLOW_LP:
             # slow solves: round every column to nearest at once, then cover what is left
             take = [(i, math.floor(x + 0.5)) for i, x in enumerate(xs) if x >= _ROUND_UP]
         else:
