@@ -47,6 +47,7 @@ def dive(
     deadline: float | None = None,
     zones: Mapping[str, Mapping[str, int]] | None = None,
     timed: bool = True,
+    nearest: bool = False,
 ) -> list[NewBin] | None:
     """Return new bins placing ``demand`` (pods per class), or None when the LP cannot.
 
@@ -55,7 +56,7 @@ def dive(
     ``zones`` fixes the pods per zone of other classes (those under zone affinity or
     anti-affinity: the caller passes a valid plan's, ``zone_bound``). With ``timed``, slow
     LP solves make the dive round more at once; without, the result depends on the input
-    only (reproducible runs).
+    only (reproducible runs). With ``nearest``, every solve rounds all columns to nearest.
     """
     types = {t.id: t for t in problem.bin_types}
     quotas = zone_quotas(problem, demand) | {k: dict(v) for k, v in (zones or {}).items()}
@@ -81,7 +82,7 @@ def dive(
         Pattern(p.bin_type, tuple(sorted((row(k, types[p.bin_type].zone), n) for k, n in p.counts)))
         for p in columns
     ]
-    bins = _dive_rows(problem, virtual, rows, deadline, timed=timed)
+    bins = _dive_rows(problem, virtual, rows, deadline, timed=timed, nearest=nearest)
     if bins is None:
         return None
     return _cut(problem, columns, virtual, bins, rows)
@@ -193,6 +194,7 @@ def _dive_rows(
     deadline: float | None,
     *,
     timed: bool,
+    nearest: bool,
 ) -> list[int] | None:
     """Return column indices (repeated) whose bins cover ``demand`` (rows keyed by name)."""
     types = {t.id: t for t in problem.bin_types}
@@ -204,7 +206,7 @@ def _dive_rows(
             _, _, xs = master_lp(problem, types, columns, remaining, deadline=deadline)
         except LPTimeout:
             return None
-        if timed and time.monotonic() - started > _SLOW_LP:
+        if nearest or (timed and time.monotonic() - started > _SLOW_LP):
             # slow solves: round every column to nearest at once, then cover what is left
             take = [(i, math.floor(x + 0.5)) for i, x in enumerate(xs) if x >= _ROUND_UP]
         else:
