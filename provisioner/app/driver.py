@@ -488,8 +488,9 @@ class Driver:
         Returns:
             Whether every in-flight reconcile finished in time.
         """
-        self._stop.set()
+        # the queue refuses work before anyone sees the driver stopping
         self.queue.shutdown()
+        self._stop.set()
         deadline = self._clock.monotonic() + timeout.total_seconds()
         threads = [self._boot] if self._boot is not None else []
         for thread in [*threads, *self._workers]:
