@@ -19,7 +19,6 @@ last duals
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -422,10 +421,9 @@ def _value(p: Pattern, duals: Mapping[str, float]) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ColumnGenerationResult:
-    """Patterns found and the valid lower bound for ``demand``."""
+    """Patterns found, and the final LP from which ``lp_bound`` derives a valid bound."""
 
     patterns: list[Pattern]
-    lower_bound_micros: int
     lp_value: float
     rounds: int
     converged: bool = False
@@ -449,15 +447,14 @@ def generate(
     rounds: int,
     deadline: float | None,
     bound_deadline: float | None = None,
-    prove: bool = True,
 ) -> ColumnGenerationResult:
-    """Run column generation from ``seeds`` and return the patterns and a valid lower bound.
+    """Run column generation from ``seeds``; return the patterns and the final LP.
 
     Each round solves the master LP and prices offering groups in order of promise (price
     over the cheap knapsack upper bound): exact knapsacks for the first few, greedy fillers
-    for the rest, until enough groups gave improving patterns (partial pricing). The bound is
-    the Farley bound of the last duals with exact knapsack values where they are cheap
-    (``proven_bound``), so it equals the LP value once no pattern prices out.
+    for the rest, until enough groups gave improving patterns (partial pricing). ``lp_bound``
+    turns the result into the Farley bound of the last duals with exact knapsack values
+    where they are cheap (``proven_bound``): the LP value once exact pricing converged.
 
     Args:
         problem: the problem (pool weights already applied).
@@ -465,15 +462,14 @@ def generate(
         seeds: initial patterns (e.g. from the greedy plans).
         rounds: maximum pricing rounds (deterministic budget).
         deadline: ``time.monotonic()`` value after which to stop pricing, or ``None``.
-        bound_deadline: the final LP and the bound stop here (the bound is then 0, and with
-            the final LP unsolved the support is empty).
-        prove: compute the bound here; without it the bound is 0 until ``lp_bound``.
+        bound_deadline: the final LP stops here (unsolved: no duals, no support, and
+            ``lp_bound`` is 0).
     """
     types = {t.id: t for t in problem.bin_types}
     pats: dict[Pattern, None] = dict.fromkeys(seeds)
     demand = {k: v for k, v in demand.items() if v > 0}
     if not demand:
-        return ColumnGenerationResult(list(pats), 0, 0.0, 0, converged=True)
+        return ColumnGenerationResult(list(pats), 0.0, 0, converged=True)
     groups = type_groups(problem)
     index = UpperIndex(problem, [rep for rep, _ in groups], demand)
     done = 0
@@ -508,11 +504,10 @@ def generate(
                 master_lp(problem, types, columns, demand, deadline=bound_deadline),
             )
         except LPTimeout:
-            return ColumnGenerationResult(columns, 0, 0.0, done, converged=False)
+            return ColumnGenerationResult(columns, 0.0, done, converged=False)
     duals, value, xs = solved[1]
-    result = ColumnGenerationResult(
+    return ColumnGenerationResult(
         columns,
-        0,
         value,
         done,
         converged=converged,
@@ -520,11 +515,6 @@ def generate(
         duals=duals,
         groups=(groups, index),
         exact_factor=theta if converged else None,
-    )
-    if not prove:
-        return result
-    return dataclasses.replace(
-        result, lower_bound_micros=lp_bound(problem, result, demand, deadline=bound_deadline)
     )
 
 

@@ -56,11 +56,12 @@ on new bins. Status: ``OPTIMAL`` when cost equals the bound,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -482,9 +483,10 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
 
     Stops early, before the time limit, as soon as the plan is within
     ``config.relative_gap`` of the lower bound (after the greedy plans and the fluid bound,
-    after column generation, or inside CP-SAT), when the integer master is proven optimal
-    over the generated columns, when the adaptive budget (``budget_seconds``) is spent, or
-    when CP-SAT has not improved for a while (wall-clock runs only). Every phase checks the
+    after the first dive, after column generation, or inside CP-SAT), when the integer
+    master is proven optimal over the generated columns, when the adaptive budget
+    (``budget_seconds``) is spent, or when CP-SAT has not improved for a while (wall-clock
+    runs only). Every phase checks the
     time limit; the Karpenter-style greedy plan is always computed.
 
     Raises:
@@ -532,8 +534,17 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     # a first dive over the greedy plans' bins and the balanced slices: on large problems
     # there may be no time left for column generation
     columns += balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
-    timed = config.deterministic_time is None
-    for plan in _dive_plans(filtered, lp, columns, greedy, deadline=min(hard, soft), timed=timed):
+    # soft <= hard: the budget never exceeds the time limit
+    dives = functools.partial(
+        _dive_plans,
+        filtered,
+        lp,
+        greedy=greedy,
+        zones=_greedy_zones(filtered, lp, greedy),
+        deadline=soft,
+        timed=config.deterministic_time is None,
+    )
+    for plan in dives(columns):
         consider(plan, "first dive")
     # column generation first groups offerings and indexes their knapsacks: only start it
     # with time for that and as much again for pricing
@@ -550,14 +561,12 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         rounds=config.colgen_rounds,
         deadline=now + 0.6 * (soft - now),
         bound_deadline=soft,
-        prove=False,
     )
     log(
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"{cg.rounds} rounds, converged {cg.converged}"
     )
-    dive_deadline = min(hard, soft)
-    for plan in _dive_plans(filtered, lp, cg.patterns, greedy, deadline=dive_deadline, timed=timed):
+    for plan in dives(cg.patterns):
         consider(plan, "lp dive")
     known = fluid
     if _gap(best.cost_micros, known) > config.relative_gap:
@@ -585,12 +594,28 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
 
 
+def _greedy_zones(problem: Problem, lp: LPView, greedy: Solution) -> dict[str, Counter[str]]:
+    """Return the greedy plan's new pods per zone of each zone-(anti-)affine LP row.
+
+    The dive keeps them (``rounding.zone_bound``): the greedy plan is valid.
+    """
+    bound = zone_bound(lp.problem)
+    zones: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    zone_of = {t.id: t.zone for t in problem.bin_types}
+    for b in greedy.new_bins if bound else ():
+        for k, n in b.placement.counts.items():
+            if lp.key(k) in bound:
+                zones[lp.key(k)][zone_of[b.bin_type]] += n
+    return zones
+
+
 def _dive_plans(
     problem: Problem,
     lp: LPView,
     columns: list[Pattern],
     greedy: Solution,
     *,
+    zones: Mapping[str, Mapping[str, int]],
     deadline: float,
     timed: bool,
 ) -> list[Solution]:
@@ -600,21 +625,14 @@ def _dive_plans(
     column to nearest at once (on a few dozen bins either can win by a few percent).
     """
     demand = greedy.new_counts()
-    # pods per zone of zone-(anti-)affine classes: as in the greedy plan, which is valid
-    bound = zone_bound(lp.problem)
-    zones: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    zone_of = {t.id: t.zone for t in problem.bin_types}
-    for b in greedy.new_bins if bound else ():
-        for k, n in b.placement.counts.items():
-            if lp.key(k) in bound:
-                zones[lp.key(k)][zone_of[b.bin_type]] += n
+    lp_demand = lp.demand(demand)
     plans = []
     for nearest in (False, True):
         started = time.monotonic()
         new = dive(
             lp.problem,
             columns,
-            lp.demand(demand),
+            lp_demand,
             deadline=deadline,
             zones=zones,
             timed=timed,

@@ -1,14 +1,15 @@
-"""Integer plans from the column-generation LP: diving, then zone balancing.
+"""Integer plans from the column-generation LP: diving.
 
-``dive`` repeatedly solves the master LP over the generated columns for the pods still to
-place, buys ``floor(x_p)`` bins of every column the LP uses whole (or one bin of its most used
-column when none is), and stops when every pod has a bin. Each LP is small (columns x
-classes), so a dive takes milliseconds; on cutting-stock-like problems it lands within a bin
-or two of the LP value, which CP-SAT over the same columns often fails to reach in seconds.
+``dive`` repeatedly solves the master LP over the given columns for the pods still to place
+and buys bins of the columns it uses: ``floor(x_p)`` of every column used whole, else one of
+every column used at least half (or of the most used one); when LP solves are slow, or with
+``nearest``, every column rounded to nearest at once. It stops when every pod has a bin.
 
-The LP knows nothing of zones, so ``balance_zones`` then moves each bin to the zone (among
-offerings that price and hold identically, ``colgen.type_groups``) where the zone spread
-constraints it touches are least loaded. The caller validates the result like any other plan.
+The LP knows nothing of zones: pods of zone-spread classes are first dealt to zones
+(``zone_quotas``), zone-(anti-)affine classes keep per-zone counts the caller gives, and the
+LP covers those per-zone rows with columns of that zone (copied across zones where needed).
+Cutting the chosen columns to the pods left keeps every co-location carrier beside a target.
+The caller validates the result like any other plan.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from solver.colgen import LPTimeout, Pattern, master_lp, needy_carriers
 from solver.problem import (
@@ -77,7 +79,8 @@ def dive(
     # copies of every zone-dealt column give the LP more room, but on many columns its
     # solves get slow: then only rows without any column get copies
     every = len(columns) <= _COPY_EVERY_UP_TO
-    columns = columns + _zone_copies(problem, columns, set(quotas), missing, every=every)
+    carriers = _Carriers(needy_carriers(problem), {c.key: c.topology for c in problem.classes})
+    columns = columns + _zone_copies(problem, columns, set(quotas), missing, carriers, every=every)
     virtual = [
         Pattern(p.bin_type, tuple(sorted((row(k, types[p.bin_type].zone), n) for k, n in p.counts)))
         for p in columns
@@ -85,14 +88,21 @@ def dive(
     bins = _dive_rows(problem, virtual, rows, deadline, timed=timed, nearest=nearest)
     if bins is None:
         return None
-    return _cut(problem, columns, virtual, bins, rows)
+    return _cut(carriers, columns, virtual, bins, rows)
 
 
 _SEP = "\x00"
 
 
+class _Carriers(NamedTuple):
+    """Hostname co-location carriers: the groups each needs a target of, each class's groups."""
+
+    needs: Mapping[str, list[str]]
+    topology: Mapping[str, frozenset[str]]
+
+
 def _cut(
-    problem: Problem,
+    carriers: _Carriers,
     columns: list[Pattern],
     virtual: list[Pattern],
     bins: list[int],
@@ -103,8 +113,7 @@ def _cut(
     Every bin with carriers of a hostname co-location first gets one target pod, so cutting
     never strands the carriers.
     """
-    needs = needy_carriers(problem)
-    topology = {c.key: c.topology for c in problem.classes}
+    needs, topology = carriers
     taken: list[dict[str, int]] = [{} for _ in bins]
     for counts, i in zip(taken, bins, strict=True):
         wanted = {g for k, _ in columns[i].counts for g in needs.get(k, ())}
@@ -147,6 +156,7 @@ def _zone_copies(
     columns: list[Pattern],
     zoned: set[str],
     missing: set[tuple[str, str]],
+    carriers: _Carriers,
     *,
     every: bool,
 ) -> list[Pattern]:
@@ -163,8 +173,6 @@ def _zone_copies(
     siblings: dict[tuple[str, str], list[BinType]] = {}
     for t in problem.bin_types:
         siblings.setdefault((t.instance_type, t.pool), []).append(t)
-    needs = needy_carriers(problem)
-    targets = {c.key: c.topology for c in problem.classes}
     have = set(columns)
     out: list[Pattern] = []
     for p in columns:
@@ -175,7 +183,7 @@ def _zone_copies(
             if other.zone == t.zone or other.capacity != t.capacity or other.gpus != t.gpus:
                 continue
             kept = _with_targets(
-                tuple((k, n) for k, n in p.counts if other.id in allowed[k]), needs, targets
+                tuple((k, n) for k, n in p.counts if other.id in allowed[k]), carriers
             )
             if not any((k, other.zone) in missing if not every else k in zoned for k, _ in kept):
                 continue
@@ -235,11 +243,10 @@ def _dive_rows(
 
 
 def _with_targets(
-    counts: tuple[tuple[str, int], ...],
-    needs: Mapping[str, list[str]],
-    targets: Mapping[str, frozenset[str]],
+    counts: tuple[tuple[str, int], ...], carriers: _Carriers
 ) -> tuple[tuple[str, int], ...]:
     """Return ``counts`` without carriers whose hostname co-location lost its targets."""
+    needs, targets = carriers
     while True:
         present = {g for k, _ in counts for g in targets[k]}
         kept = tuple((k, n) for k, n in counts if all(g in present for g in needs.get(k, ())))

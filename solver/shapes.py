@@ -38,12 +38,10 @@ class Shapes:
     Attributes:
         problem: the merged problem (no gangs); a shape's key is its first class's key.
         shape_of: shape key per class key of the original problem.
-        members: class keys per shape key, in the original order.
     """
 
     problem: Problem
     shape_of: Mapping[str, str]
-    members: Mapping[str, tuple[str, ...]]
 
     def demand(self, demand: Mapping[str, int]) -> dict[str, int]:
         """Return pods per shape for pods per class."""
@@ -103,8 +101,7 @@ def merge(problem: Problem) -> Shapes | None:
         for t in problem.topology
     )
     merged = dataclasses.replace(problem, classes=classes, gangs=(), topology=topology)
-    members = {cs[0].key: tuple(c.key for c in cs) for cs in groups.values()}
-    return Shapes(merged, shape_of, members)
+    return Shapes(merged, shape_of)
 
 
 @dataclass(slots=True)
@@ -227,16 +224,12 @@ def _hand_gangs(
     *,
     best_fit: bool,
 ) -> set[str] | None:
-    """Give every gang's classes their pods in one domain; return the classes handed."""
+    """Give each gang that needs one zone or pool its pods there; return the classes handed."""
     placed_on = _gang_domains(problem, existing)
     handed: set[str] = set()
     for gang, keys in _gangs_largest_first(problem, demand):
         if not (gang.same_zone or gang.same_pool):
-            for k in keys:
-                if not hand.take(k, demand[k]):
-                    return None
-            handed.update(keys)
-            continue
+            continue  # the other classes' turn hands out its pods
         need: Counter[str] = Counter()
         for k in keys:
             need[hand.shapes.shape_of[k]] += demand[k]

@@ -3,7 +3,7 @@ import dataclasses
 from hypothesis import given, settings
 
 from solver.bounds import fluid_bound
-from solver.colgen import generate, patterns_from_solution
+from solver.colgen import generate, lp_bound, patterns_from_solution
 from solver.cpsat import solve
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.problem import (
@@ -97,7 +97,7 @@ def test_lower_bounds_are_below_greedy_costs():
     demand = g.new_counts()
     assert fluid_bound(p, demand) <= g.cost_micros
     cg = generate(p, demand, patterns_from_solution(g), rounds=5, deadline=None)
-    assert cg.lower_bound_micros <= g.cost_micros
+    assert 0 < lp_bound(p, cg, demand) <= g.cost_micros
     s = solve(p, TEST_CONFIG)
     assert s.lower_bound_micros <= s.cost_micros <= g.cost_micros
 

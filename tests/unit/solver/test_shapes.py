@@ -23,7 +23,7 @@ from solver.problem import (
 )
 from solver.shapes import lp_view, merge, split
 from solver.validate import violations
-from tests.unit.solver.builders import GPU, TEST_CONFIG, bt, pc
+from tests.unit.solver.builders import TEST_CONFIG, bt, pc
 from tests.unit.solver.strategies import problems
 
 _MERGING = dataclasses.replace(TEST_CONFIG, merge_from=0)
@@ -50,7 +50,7 @@ def test_classes_that_differ_only_in_key_and_gang_merge() -> None:
     shapes = merge(p)
     assert shapes is not None
     # the carrier has g1's requests but carries a co-location: it stays apart
-    assert shapes.members == {"g1": ("g1", "g2"), "other": ("other",), "carrier": ("carrier",)}
+    assert shapes.shape_of == {"g1": "g1", "g2": "g1", "other": "other", "carrier": "carrier"}
     assert [(c.key, c.count, c.gang) for c in shapes.problem.classes] == [
         ("g1", 5, None),
         ("other", 1, None),
@@ -144,16 +144,18 @@ def test_solve_on_problems_with_twins_is_valid_and_never_worse_than_greedy(
 
 
 def test_merged_gangs_get_cheaper_than_greedy_and_stay_whole() -> None:
-    # eight 2-pod gangs of 1-GPU pods: 2-GPU bins beat first-fit's oversized 4-GPU ones
+    # eight 2-pod gangs of 1-GPU pods: greedy buys 2-GPU bins in zone a, the merged LP's
+    # dive four 4-GPU bins in zone b, and the split keeps every gang on one zone
     types = (
+        bt("one", 4000, 16384, 500, gpus=1, zone="a"),
         bt("two", 8000, 32768, 900, gpus=2, zone="a"),
-        bt("four", 16000, 65536, 2000, gpus=4, zone="a"),
-        bt("two-b", 8000, 32768, 900, gpus=2, zone="b"),
+        bt("four", 16000, 65536, 1700, gpus=4, zone="b"),
     )
     ids = [t.id for t in types]
     classes = tuple(pc(f"g{i}", 2, 3000, 8192, ids, gpu=1, gang=f"g{i}") for i in range(8))
     p = Problem(types, classes, gangs=tuple(Gang(f"g{i}", 2) for i in range(8)))
+    assert min(karpenter_ffd(p).cost_micros, cost_aware_ffd(p).cost_micros) == 7200
     s = solve(p, _MERGING)
     assert violations(p, s) == []
-    assert s.cost_micros == 8 * 900
-    assert GPU in p.classes[0].demand
+    assert s.cost_micros == 4 * 1700
+    assert {b.bin_type for b in s.new_bins} == {"four"}
