@@ -59,7 +59,7 @@ _HOW = " ".join(
 How: each workload is generated with a fixed seed (`bench/workloads.py`), written as a JSON
 `List` and planned through `provisioner.app.cmd_plan.plan_files` (the code path of `jointer
 plan`) once with `--policy greedy` (Karpenter-style first-fit-decreasing, the baseline, in the
-same process) and several times with Jointer's optimiser (`--time-limit {time_limit:g}`).
+same process) and several times with Jointer's optimiser ({time_limit}).
 Latency is the planning step as the plan reports it (`solver.seconds`: building the problem,
 solving, building NodeClaims; file parsing excluded); p99 is the slowest repetition when there
 are fewer than 100. Each case runs in its own forked process; peak RSS is that process's
@@ -161,7 +161,7 @@ def _placed(plan: dict[str, Any]) -> int:
     )
 
 
-def _run_case(name: str, size: int, repetitions: int, time_limit: float) -> CaseResult:
+def _run_case(name: str, size: int, repetitions: int, time_limit: float | None) -> CaseResult:
     from provisioner.app.cmd_plan import plan_files  # noqa: PLC0415
 
     workload = GENERATORS[name](size, 1)
@@ -206,14 +206,14 @@ def _run_case(name: str, size: int, repetitions: int, time_limit: float) -> Case
     )
 
 
-def _child(queue: Any, name: str, size: int, repetitions: int, time_limit: float) -> None:
+def _child(queue: Any, name: str, size: int, repetitions: int, time_limit: float | None) -> None:
     try:
         queue.put(_run_case(name, size, repetitions, time_limit))
     except Exception as error:  # noqa: BLE001 - reported by the parent
         queue.put(error)
 
 
-def run_in_child(name: str, size: int, repetitions: int, time_limit: float) -> CaseResult:
+def run_in_child(name: str, size: int, repetitions: int, time_limit: float | None) -> CaseResult:
     """Run one case in a forked process (own peak memory)."""
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
@@ -264,7 +264,7 @@ def _table(results: Sequence[CaseResult]) -> list[str]:
 def write_results(
     results: Sequence[CaseResult],
     *,
-    time_limit: float,
+    time_limit: float | None,
     seconds: float,
     state_memory: dict[str, float] | None = None,
 ) -> str:
@@ -288,7 +288,11 @@ def write_results(
             f"`make bench` took {seconds:.0f} s."
         ),
         "",
-        _HOW.format(time_limit=time_limit),
+        _HOW.format(
+            time_limit="the default `--time-limit`: 5 s, and the adaptive budget"
+            if time_limit is None
+            else f"`--time-limit {time_limit:g}`"
+        ),
         "",
         *_table(results),
         "",
@@ -324,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--workloads", default=None, help="comma-separated workload names")
     parser.add_argument("--sizes", default=None, help="comma-separated pod counts")
-    parser.add_argument("--time-limit", type=float, default=5.0)
+    parser.add_argument("--time-limit", type=float, default=None)
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
     plan = QUICK_SIZES if args.quick else FULL_SIZES

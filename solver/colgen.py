@@ -275,6 +275,13 @@ def _size(t: BinType, c: PodClass) -> float:
     return max(share, default=1e-9) or 1e-9
 
 
+_EFFORT = 0.05
+"""CP-SAT deterministic seconds per pricing knapsack (unproven: a looser bound)."""
+_EFFORT_TO_CONVERGE = 0.5
+"""The same for the check that nothing prices out: cheap knapsacks miss improving columns on
+multi-GPU offerings, where per-device packing makes them hard to prove."""
+
+
 def price_patterns(
     problem: Problem,
     t: BinType,
@@ -282,11 +289,13 @@ def price_patterns(
     demand: Mapping[str, int],
     *,
     exact: bool,
+    effort: float = _EFFORT,
 ) -> tuple[list[Pattern], float | None]:
     """Return patterns of ``t`` valuable under ``duals`` and a proven upper bound (or None).
 
-    Three greedy fillers always; with ``exact`` also the knapsack optimum (``_exact``), whose
-    bound holds for every pattern of ``t``.
+    Three greedy fillers always; with ``exact`` also the knapsack optimum (``_exact``, with
+    ``effort`` deterministic seconds per CP-SAT solve), whose bound holds for every pattern
+    of ``t``.
     """
     classes = [
         c
@@ -311,13 +320,11 @@ def price_patterns(
             out.append(f.pattern())
     upper = None
     if exact and classes and len(classes) <= _EXACT_MAX:
-        found = _exact(problem, t, classes, duals, demand)
+        found = _exact(problem, t, classes, duals, demand, effort=effort)
         if found is not None:
             pattern, upper = found
             if pattern is not None and not any(k in needs for k, _ in pattern.counts):
-                packed = _with_devices(problem, t, pattern)
-                if packed is not None:
-                    out.append(packed)
+                out.append(pattern)
     return out, upper
 
 
@@ -358,17 +365,41 @@ def _exact(
     classes: list[PodClass],
     duals: Mapping[str, float],
     demand: Mapping[str, int],
+    *,
+    effort: float,
 ) -> tuple[Pattern | None, float] | None:
     """Solve the pattern knapsack of ``t`` over ``classes``; return (pattern, upper bound).
 
-    Fractional GPU pods count against the bin's GPUs in milli-GPUs and co-location needs are
-    ignored: a relaxation, so the bound holds for every pattern; callers check the pattern
-    itself (``_with_devices``, needy carriers) before using it.
+    First with the GPU fractions relaxed to one milli-GPU row (fast); when the fractions of
+    that optimum do not pack onto the devices (``_with_devices``), again with the per-device
+    rule (``_device_rows``). Either way the bound holds for every pattern of ``t``, and it
+    is the exact knapsack optimum whenever CP-SAT proved its solve. Co-location needs are
+    ignored (a relaxation); callers check the pattern for needy carriers.
 
     The objective is the duals scaled to integers (``round(pi_c / top * 1e6)``); rounding
     moves each pod's weight by at most half a unit, so the true optimum is at most the scaled
     CP-SAT bound plus half a unit per pod a bin can hold, scaled back.
     """
+    found = _knapsack(problem, t, classes, duals, demand, devices=False, effort=effort)
+    if found is None or found[0] is None:
+        return found
+    packed = _with_devices(problem, t, found[0])
+    if packed is not None:
+        return packed, found[1]
+    return _knapsack(problem, t, classes, duals, demand, devices=True, effort=effort)
+
+
+def _knapsack(
+    problem: Problem,
+    t: BinType,
+    classes: list[PodClass],
+    duals: Mapping[str, float],
+    demand: Mapping[str, int],
+    *,
+    devices: bool,
+    effort: float,
+) -> tuple[Pattern | None, float] | None:
+    """Solve one knapsack of ``_exact``, with the per-device GPU rule or its relaxation."""
     m = cp_model.CpModel()
     top = max(duals[c.key] for c in classes)
     a = {c.key: m.new_int_var(0, demand[c.key], "") for c in classes}
@@ -377,14 +408,17 @@ def _exact(
         terms = [c.demand[r] * a[c.key] for c in classes if c.demand.get(r, 0) > 0]
         if terms:
             m.add(sum(terms) <= t.capacity.get(r, 0))
-    # whole GPUs and fractions share the bin's GPUs: a relaxation of the per-device rule
-    milli = [
-        (GPU_MILLI * c.demand.get(gpu, 0) + c.gpu_fraction_milli) * a[c.key]
-        for c in classes
-        if c.demand.get(gpu, 0) or c.gpu_fraction_milli
-    ]
-    if milli:
-        m.add(sum(milli) <= GPU_MILLI * t.capacity.get(gpu, 0))
+    per_device: dict[str, list[cp_model.IntVar]] = {}
+    if devices:
+        per_device = _device_rows(m, t, classes, a, gpu)
+    else:
+        milli = [
+            (GPU_MILLI * c.demand.get(gpu, 0) + c.gpu_fraction_milli) * a[c.key]
+            for c in classes
+            if c.demand.get(gpu, 0) or c.gpu_fraction_milli
+        ]
+        if milli:
+            m.add(sum(milli) <= GPU_MILLI * t.capacity.get(gpu, 0))
     for gid, cap in hostname_caps(problem).items():
         group = [a[c.key] for c in classes if gid in c.topology]
         if group:
@@ -393,14 +427,59 @@ def _exact(
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
-    solver.parameters.max_deterministic_time = 0.05
+    solver.parameters.max_deterministic_time = effort
     status = solver.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     most = sum(_most(t, c, demand[c.key]) for c in classes)
     upper = (solver.best_objective_bound + 0.5 * most + 1) * top / 1e6
     counts = tuple(sorted((k, solver.value(v)) for k, v in a.items() if solver.value(v) > 0))
-    return (Pattern(t.id, counts) if counts else None), upper
+    if not counts:
+        return None, upper
+    placed = []
+    for k, xs in per_device.items():
+        used = [solver.value(x) for x in xs]
+        if any(used):
+            placed.append((k, tuple(used[: max(i for i, x in enumerate(used) if x) + 1])))
+    return Pattern(t.id, counts, tuple(sorted(placed))), upper
+
+
+def _device_rows(
+    m: cp_model.CpModel,
+    t: BinType,
+    classes: list[PodClass],
+    a: Mapping[str, cp_model.IntVar],
+    gpu: str,
+) -> dict[str, list[cp_model.IntVar]]:
+    """Add the GPU rule of one bin of ``t`` to the knapsack ``m``; return pods per device.
+
+    Whole GPUs and the devices hosting fractions together use at most the bin's GPUs, and
+    the fractions on each device sum to at most 1000 (devices used in index order), exactly
+    as ``validate`` checks a bin.
+    """
+    whole = [c.demand[gpu] * a[c.key] for c in classes if c.demand.get(gpu, 0)]
+    fractional = [c for c in classes if c.gpu_fraction_milli]
+    cap = t.capacity.get(gpu, 0)
+    devices = min(t.gpus, cap)
+    if not fractional or devices <= 0:
+        if whole:
+            m.add(sum(whole) <= cap)
+        return {}
+    per = {
+        c.key: [m.new_int_var(0, GPU_MILLI // c.gpu_fraction_milli, "") for _ in range(devices)]
+        for c in fractional
+    }
+    opened = [m.new_bool_var("") for _ in range(devices)]
+    for d in range(devices):
+        m.add(
+            sum(c.gpu_fraction_milli * per[c.key][d] for c in fractional) <= GPU_MILLI * opened[d]
+        )
+        if d:
+            m.add_implication(opened[d], opened[d - 1])
+    for c in fractional:
+        m.add(sum(per[c.key]) == a[c.key])
+    m.add(sum(whole) + sum(opened) <= cap)
+    return per
 
 
 def _most(t: BinType, c: PodClass, demand: int) -> int:
@@ -489,7 +568,14 @@ def generate(
         if new == 0 and complete:
             # the heuristics found nothing: price exactly before calling it converged
             new, complete, theta = _pricing_round(
-                problem, (groups, index), duals, demand, pats, deadline, exact=_ALL
+                problem,
+                (groups, index),
+                duals,
+                demand,
+                pats,
+                deadline,
+                exact=_ALL,
+                effort=_EFFORT_TO_CONVERGE,
             )
         if new == 0:
             converged = complete
@@ -585,10 +671,12 @@ def _pricing_round(  # noqa: PLR0917 - one round's state
     deadline: float | None,
     *,
     exact: int = _EXACT_PER_ROUND,
+    effort: float = _EFFORT,
 ) -> tuple[int, bool, float | None]:
     """Add improving patterns to ``pats``.
 
-    The first ``exact`` groups (by promise) are priced with the exact knapsack too. Returns
+    The first ``exact`` groups (by promise) are priced with the exact knapsack too (``effort``
+    deterministic seconds each). Returns
     (patterns added, every promising group was priced, and when every one of them got a
     proven upper bound on its best pattern's value, the Farley factor
     ``min(price / upper)`` over all groups, else None).
@@ -602,7 +690,7 @@ def _pricing_round(  # noqa: PLR0917 - one round's state
             return new, False, None
         rep, members = groups[0][i]
         found = False
-        priced, upper = price_patterns(problem, rep, duals, demand, exact=n < exact)
+        priced, upper = price_patterns(problem, rep, duals, demand, exact=n < exact, effort=effort)
         if theta is not None:
             theta = None if upper is None else min(theta, rep.price_micros / max(upper, 1e-9))
         for p in priced:

@@ -21,8 +21,9 @@ class SolverConfig:
             ``relative_gap_limit``.
         colgen_rounds: maximum column-generation pricing rounds.
         adaptive_budget: let ``solve`` stop before the time limit on its own budget, which
-            grows with the problem (``solver.cpsat.budget_seconds``), and stop CP-SAT when it
-            has not improved for a while; ignored when ``deterministic_time`` is set.
+            grows with the problem (``solver.cpsat.budget_seconds``); ignored when
+            ``deterministic_time`` is set. Either way, without ``deterministic_time`` CP-SAT
+            stops when it has not improved for a while.
         spent_seconds: time the caller already spent on this planning step (building the
             problem); the adaptive budget counts it.
         merge_from: classes from which the LP phases merge interchangeable ones

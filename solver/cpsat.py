@@ -714,7 +714,7 @@ def _run_master(
     unplaced = sum(u.count for u in best.unplaced)
     callback = _StopWhenClose(master, stop_at, unplaced)
     watch = None
-    if config.adaptive_budget and config.deterministic_time is None:
+    if config.deterministic_time is None:
         watch = _Patience(solver, callback)
         watch.start()
     try:

@@ -15,6 +15,7 @@ from typing import Any, Final, TextIO
 
 EXIT_OK: Final = 0
 EXIT_INPUT: Final = 2
+_DEFAULT_TIME_LIMIT: Final = 5.0
 
 CORE_KINDS: Final[Mapping[tuple[str, str], str]] = {
     ("v1", "Pod"): "pods",
@@ -63,7 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", metavar="CATALOG.json", help="instance catalog file")
     parser.add_argument("--region", default="us-east-1", help="built-in catalog region")
     parser.add_argument(
-        "--time-limit", type=float, default=5.0, metavar="SECONDS", help="optimiser budget"
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="optimiser budget (default: 5, stopping earlier on a budget that grows with the pods)",
     )
     parser.add_argument(
         "--policy",
@@ -110,13 +115,17 @@ def plan_files(
     *,
     catalog_path: str | None,
     region: str,
-    time_limit: float,
+    time_limit: float | None,
     policy: str,
     stderr: TextIO,
     stdin: TextIO | None = None,
     deterministic_time: float | None = None,
 ) -> Any:
-    """Read the manifests and the catalog and plan; raise :class:`InputError` on bad input."""
+    """Read the manifests and the catalog and plan; raise :class:`InputError` on bad input.
+
+    ``time_limit`` None: the default 5 s, with the planner's adaptive budget; a number: that
+    budget, as asked.
+    """
     from provisioner.app.manifests import ManifestError, load_documents  # noqa: PLC0415
 
     try:
@@ -130,7 +139,8 @@ def plan_files(
 
     config = PlannerConfig(
         policy="greedy" if policy == "greedy" else "jointer",
-        time_limit_seconds=time_limit,
+        time_limit_seconds=_DEFAULT_TIME_LIMIT if time_limit is None else time_limit,
+        adaptive_budget=time_limit is None,
         num_workers=1 if deterministic_time is not None else 2,
         deterministic_time=deterministic_time,
     )

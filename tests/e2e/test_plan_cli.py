@@ -204,3 +204,27 @@ def test_unknown_kinds_warn_once_each_and_are_skipped(
     assert "Widget" in warnings[0]
     assert "ConfigMap" in warnings[1]
     assert json.loads(out)["unschedulable"][0]["pod"] == "default/ok"
+
+
+@pytest.mark.parametrize(
+    ("args", "limit", "adaptive"), [([], 5.0, True), (["--time-limit", "2"], 2.0, False)]
+)
+def test_an_explicit_time_limit_replaces_the_adaptive_budget(
+    args: list[str], limit: float, adaptive: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the flag the planner keeps its latency budget; with it, the time asked for."""
+    from provisioner.controllers.provisioning import planner  # noqa: PLC0415
+
+    seen = []
+    real = planner.plan
+
+    def spy(view, config=None):  # type: ignore[no-untyped-def]
+        seen.append(config)
+        return real(view, config)
+
+    monkeypatch.setattr(planner, "plan", spy)
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    assert main(["plan", "-f", str(EXAMPLES[0]), *args, "-o", "json"]) == 0
+    assert json.loads(out.getvalue())["solver"]["status"]
+    assert [(c.time_limit_seconds, c.adaptive_budget) for c in seen] == [(limit, adaptive)]

@@ -55,6 +55,9 @@ class PlannerConfig:
     Attributes:
         policy: ``jointer`` (optimiser) or ``greedy`` (Karpenter-style first-fit-decreasing).
         time_limit_seconds: the optimiser's wall-clock budget.
+        adaptive_budget: stop on the solver's own budget, which grows with the pending pods
+            (``solver.cpsat.budget_seconds``), when it comes before the time limit; off when
+            the caller asked for a time limit of its own.
         num_workers: CP-SAT workers.
         random_seed: CP-SAT seed.
         deterministic_time: CP-SAT deterministic budget (tests), or None.
@@ -63,6 +66,7 @@ class PlannerConfig:
 
     policy: Policy = "jointer"
     time_limit_seconds: float = 5.0
+    adaptive_budget: bool = True
     num_workers: int = 2
     random_seed: int = 0
     deterministic_time: float | None = None
@@ -111,6 +115,7 @@ def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:
         build.problem,
         SolverConfig(
             time_limit_seconds=config.time_limit_seconds,
+            adaptive_budget=config.adaptive_budget,
             num_workers=config.num_workers,
             random_seed=config.random_seed,
             deterministic_time=config.deterministic_time,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from solver import bounds
 from solver.bounds import fluid_bound, resource_bound
+from solver.colgen import price_patterns
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.problem import (
     GPU_MILLI,
@@ -269,3 +271,45 @@ def test_hostname_groups_need_whole_bins() -> None:
         topology=(SpreadConstraint("hs", TopologyKey.HOSTNAME, 2),),
     )
     assert fluid_bound(p, {"a": 3}) == 200
+
+
+def _best_pattern_value(problem: Problem, t: BinType, duals: dict[str, float]) -> float:
+    """Return the most valuable contents of one bin of ``t`` (by enumeration, tiny inputs)."""
+    caps = bounds.hostname_caps(problem)
+    classes = list(problem.classes)
+    best = 0.0
+    for counts in itertools.product(*(range(c.count + 1) for c in classes)):
+        pods = [c for c, n in zip(classes, counts, strict=True) for _ in range(n)]
+        if pods and _holds(problem, t, pods, caps):
+            best = max(best, sum(duals[c.key] for c in pods))
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(tiny(), st.randoms(use_true_random=False))
+def test_exact_pricing_is_the_knapsack_optimum_with_whole_devices(problem: Problem, rng) -> None:
+    """The exact knapsack bound is never below any pattern and, fractions included, tight."""
+    demand = {c.key: c.count for c in problem.classes}
+    duals = {c.key: rng.choice([0.0, rng.uniform(1, 500)]) for c in problem.classes}
+    for t in problem.bin_types:
+        best = _best_pattern_value(problem, t, duals)
+        patterns, upper = price_patterns(problem, t, duals, demand, exact=True)
+        for p in patterns:
+            pods = [c for c in problem.classes for _ in range(p.count(c.key))]
+            assert _holds(problem, t, pods, bounds.hostname_caps(problem))
+            assert sum(duals[c.key] for c in pods) <= best + 1e-9
+        if upper is None:
+            continue
+        assert upper >= best - 1e-9
+        # CP-SAT proves these tiny knapsacks; only the integer scaling of the duals is slack
+        assert upper <= best + 1e-5 * max(duals.values()) * (sum(demand.values()) + 2)
+
+
+def test_exact_pricing_packs_fractions_device_by_device() -> None:
+    """Three 600-milli pods fill 1800 of 2000 milli-GPUs but need three devices."""
+    t = bt("g2", 16000, 65536, 1000, gpus=2)
+    p = Problem((t,), (pc("f", 3, 100, 100, ["g2"], gpu_fraction_milli=600),))
+    patterns, upper = price_patterns(p, t, {"f": 10.0}, {"f": 3}, exact=True)
+    assert upper is not None
+    assert upper == pytest.approx(20.0, abs=1e-3)
+    assert max(q.count("f") for q in patterns) == 2
