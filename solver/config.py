@@ -19,7 +19,8 @@ class SolverConfig:
         relative_gap: stop as soon as (cost - lower bound) / cost is at most this (after the
             greedy plans, after column generation, or inside CP-SAT); also CP-SAT's
             ``relative_gap_limit``.
-        colgen_rounds: maximum column-generation pricing rounds.
+        colgen_rounds: maximum column-generation pricing rounds; None: until the deadline on
+            wall-clock runs, ``DETERMINISTIC_ROUNDS`` with ``deterministic_time``.
         adaptive_budget: let ``solve`` stop before the time limit on its own budget, which
             grows with the problem (``solver.cpsat.budget_seconds``); ignored when
             ``deterministic_time`` is set. Either way, without ``deterministic_time`` CP-SAT
@@ -37,8 +38,12 @@ class SolverConfig:
     random_seed: int = 0
     deterministic_time: float | None = None
     relative_gap: float = 0.01
-    colgen_rounds: int = 30
+    colgen_rounds: int | None = None
     adaptive_budget: bool = True
     spent_seconds: float = 0.0
     merge_from: int = 60
     log_callback: Callable[[str], None] | None = None
+
+
+DETERMINISTIC_ROUNDS = 30
+"""Column-generation rounds of a reproducible run (``deterministic_time``) by default."""

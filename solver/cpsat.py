@@ -76,7 +76,7 @@ from solver.colgen import (
     pattern_bound,
     patterns_from_solution,
 )
-from solver.config import SolverConfig
+from solver.config import DETERMINISTIC_ROUNDS, SolverConfig
 from solver.greedy import (
     GreedyTimeout,
     cost_aware_ffd,
@@ -448,6 +448,12 @@ _SETUP_SECONDS = 2e-7
 offerings and 530 classes on 2 cores)."""
 
 
+def _rounds(config: SolverConfig) -> int:
+    if config.colgen_rounds is not None:
+        return config.colgen_rounds
+    return DETERMINISTIC_ROUNDS if config.deterministic_time is not None else 1 << 30
+
+
 def _gap(cost: int, bound: int) -> float:
     return (cost - bound) / cost if cost > 0 else 0.0
 
@@ -558,7 +564,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         lp.problem,
         lp_demand,
         columns,
-        rounds=config.colgen_rounds,
+        rounds=_rounds(config),
         deadline=now + 0.6 * (soft - now),
         bound_deadline=soft,
     )
