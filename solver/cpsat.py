@@ -4,7 +4,7 @@
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
-   and computes the fluid bound;
+   empties its bins into each other (``solver.improve``) and computes the fluid bound;
 2. the LP phases work on the problem with interchangeable classes merged when it has many
    (``solver.shapes``: classes differing only in key and gang, e.g. one per pod group); their
    bins are split back to classes gang by gang;
@@ -14,7 +14,8 @@
    exactly (``solver.pricing`` orders the offering groups), when the budget leaves time for
    its set-up; then a second dive over all columns. A dive deals zone-spread pods to zones,
    keeps zone-(anti-)affine classes in the greedy plan's zones and copies columns across
-   zones; every plan is kept only when valid and better;
+   zones; every plan gets its bins emptied into each other (``solver.improve``) and is kept
+   only when valid and better;
 5. an integer master in CP-SAT over the LP's columns (unless merged) plus the greedy and
    dive plans' bins, hinted with the best plan so far, plus variables for existing bins:
 
@@ -84,6 +85,7 @@ from solver.greedy import (
     karpenter_ffd,
     unplaced_entries,
 )
+from solver.improve import improve
 from solver.problem import (
     GPU_MILLI,
     Affinity,
@@ -443,6 +445,8 @@ class _Patience(threading.Thread):
         self.join()
 
 
+_GRACE = 0.05
+"""Share of the budget the last local search may run past it."""
 _SETUP_SECONDS = 2e-7
 """Column generation's set-up time per offering and class (measured: 0.12 s for 1,200
 offerings and 530 classes on 2 cores)."""
@@ -508,6 +512,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     candidates = _greedy_plans(problem, hard, log)
     greedy = min(candidates, key=_quality)
     demand = greedy.new_counts()
+    # the greedy plan's bins emptied into each other: same pods on new bins, fewer bins
+    local = _emptied(problem, greedy, soft)
 
     def done(best: Solution, bound: int, status: Status) -> Solution:
         bound = min(bound, best.cost_micros)
@@ -521,21 +527,21 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         return done(greedy, 0, Status.OPTIMAL)
     # the bound may run past the adaptive budget, but not by more than a second
     fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
-    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
-    if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
-        return done(greedy, fluid, Status.GREEDY)
+    log(f"greedy {greedy.cost_micros}, emptied {local.cost_micros}, fluid bound {fluid}")
+    if _gap(local.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
+        return done(local, fluid, Status.FEASIBLE if local is not greedy else Status.GREEDY)
     # classes differing only in key and gang are merged for the LP phases (solver.shapes)
     lp = lp_view(filtered, min_classes=config.merge_from)
     lp_demand = lp.demand(demand)
-    seeds = [p for c in candidates for p in patterns_from_solution(c)]
+    seeds = [p for c in [*candidates, local] for p in patterns_from_solution(c)]
     columns = list(dict.fromkeys(lp.pattern(p) for p in seeds))
-    best, improved = greedy, False
+    # candidates' bins are emptied into each other in a little time past the budget
+    incumbent = _Incumbent(problem, greedy, local, soft + _GRACE * (soft - start), log)
+    consider = incumbent.consider
 
-    def consider(plan: Solution | None, what: str) -> None:
-        nonlocal best, improved
-        if plan is not None and not violations(problem, plan) and _quality(plan) < _quality(best):
-            best, improved = plan, True
-            log(f"{what}: {plan.cost_micros}, {len(plan.new_bins)} bins")
+    def finish(bound: int) -> Solution:
+        best = incumbent.best
+        return done(best, bound, Status.FEASIBLE if best is not greedy else Status.GREEDY)
 
     # a first dive over the greedy plans' bins and the balanced slices: on large problems
     # there may be no time left for column generation
@@ -556,9 +562,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     # with time for that and as much again for pricing
     setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)
     left = soft - time.monotonic()
-    if _gap(best.cost_micros, fluid) <= config.relative_gap or left < 2 * setup:
-        bound = _final_bound(lp, best, (demand, fluid), [], hard)
-        return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
+    if _gap(incumbent.best.cost_micros, fluid) <= config.relative_gap or left < 2 * setup:
+        return finish(_final_bound(lp, incumbent.best, (demand, fluid), [], hard))
     now = time.monotonic()
     cg = generate(
         lp.problem,
@@ -575,20 +580,22 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     for plan in dives(cg.patterns):
         consider(plan, "lp dive")
     known = fluid
-    if _gap(best.cost_micros, known) > config.relative_gap:
+    if _gap(incumbent.best.cost_micros, known) > config.relative_gap:
         # the pattern bound may take half of what is left; CP-SAT gets the rest
         now = time.monotonic()
         known = max(known, lp_bound(lp.problem, cg, lp_demand, deadline=now + 0.5 * (soft - now)))
         log(f"pattern bound {known}")
-    if time.monotonic() < soft and _gap(best.cost_micros, known) > config.relative_gap:
+    if time.monotonic() < soft and _gap(incumbent.best.cost_micros, known) > config.relative_gap:
         # merged columns have no class-level pods: the master then works on the plans' own
         # (an integer master over merged classes knows no gangs, and its plans rarely split)
         support = cg.support if lp.shapes is None else []
         consider(
             _run_master(
                 filtered,
-                patterns=list(dict.fromkeys([*support, *seeds, *patterns_from_solution(best)])),
-                start=(greedy, best),
+                patterns=list(
+                    dict.fromkeys([*support, *seeds, *patterns_from_solution(incumbent.best)])
+                ),
+                start=(greedy, incumbent.best),
                 config=config,
                 deadline=soft,
                 log=log,
@@ -596,8 +603,38 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             ),
             "cp-sat master",
         )
-    bound = _final_bound(lp, best, (demand, known), cg.patterns, hard)
-    return done(best, bound, Status.FEASIBLE if improved else Status.GREEDY)
+    return finish(_final_bound(lp, incumbent.best, (demand, known), cg.patterns, hard))
+
+
+class _Incumbent:
+    """The best valid plan so far (more pods placed, then cheaper, then fewer bins)."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        greedy: Solution,
+        local: Solution,
+        polish_until: float,
+        log: Callable[[str], None],
+    ) -> None:
+        self.problem, self.greedy, self.best = problem, greedy, local
+        self.polish_until, self.log = polish_until, log
+
+    def consider(self, plan: Solution | None, what: str) -> None:
+        """Keep ``plan``, with its bins emptied into each other, if valid and better."""
+        if plan is None or violations(self.problem, plan):
+            return
+        plan = _emptied(self.problem, plan, max(self.polish_until, time.monotonic()))
+        if _quality(plan) < _quality(self.best):
+            self.best = plan
+            self.log(f"{what}: {plan.cost_micros}, {len(plan.new_bins)} bins")
+
+
+def _emptied(problem: Problem, plan: Solution, deadline: float) -> Solution:
+    """Return ``plan`` with bins emptied into others (``solver.improve``), if that is valid."""
+    out = improve(problem, plan, deadline=deadline)
+    # the moves keep every rule; validation only guards against a bug costing a plan
+    return out if out is not plan and not violations(problem, out) else plan
 
 
 def _greedy_zones(problem: Problem, lp: LPView, greedy: Solution) -> dict[str, Counter[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -215,10 +216,11 @@ def test_an_explicit_time_limit_replaces_the_adaptive_budget(
     """Without the flag the planner keeps its latency budget; with it, the time asked for."""
     from provisioner.controllers.provisioning import planner  # noqa: PLC0415
 
-    seen = []
+    seen: list[planner.PlannerConfig] = []
     real = planner.plan
 
-    def spy(view, config=None):  # type: ignore[no-untyped-def]
+    def spy(view: Any, config: planner.PlannerConfig | None = None) -> Any:
+        assert config is not None
         seen.append(config)
         return real(view, config)
 

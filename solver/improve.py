@@ -1,0 +1,321 @@
+"""Local search on a plan's new bins: empty bins into the room of others, merge pairs.
+
+Rounding an LP or packing greedily leaves room on many bins. Two moves turn that room into
+savings, the way Karpenter's consolidation would after the fact, but before anything is bought:
+
+* **empty**: move every pod of a bin onto other new bins of its zone and pool, then drop it;
+* **merge**: put two bins of one zone and pool on one offering cheaper than both.
+
+Both keep every bin in its zone and pool, so gangs, zonal topology and pool weights stay as
+they were; per bin they check allowed offerings, resources, GPU devices (a fraction goes to
+a device with room; a fresh device takes one GPU), hostname caps (spread, anti-affinity) and
+hostname co-location (a carrier moves only to a bin holding a target), and a merge checks
+``max_count`` and pool limits. Existing bins are left as they are. ``improve`` returns the
+plan unchanged when nothing saves money; callers validate the result like any other plan.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from solver.bounds import hostname_caps
+from solver.colgen import needy_carriers
+from solver.greedy import downsize
+from solver.problem import (
+    GPU_MILLI,
+    BinType,
+    CoLocation,
+    NewBin,
+    Placement,
+    PodClass,
+    Problem,
+    Solution,
+)
+
+
+@dataclass(slots=True)
+class _Bin:
+    """One new bin while it changes: its offering, pods and what they use."""
+
+    t: BinType
+    counts: Counter[str]
+    used: Counter[str]
+    group: Counter[str]
+    """Pods per hostname group (caps and co-location targets)."""
+    devices: list[dict[str, int]] = field(default_factory=list)
+    """Per GPU device holding fractions: pods per fractional class."""
+    load: list[int] = field(default_factory=list)
+    """Milli-GPU used per device (parallel to ``devices``)."""
+    alive: bool = True
+
+    def fill(self) -> float:
+        """Return the largest share of a resource the pods use (0 = empty)."""
+        return max(
+            (v / self.t.capacity[r] for r, v in self.used.items() if self.t.capacity.get(r)),
+            default=0.0,
+        )
+
+
+class _Rules:
+    """What a bin may hold: the per-bin rules of ``validate`` for new bins."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.gpu = problem.gpu_resource
+        self.classes = {c.key: c for c in problem.classes}
+        self.caps = hostname_caps(problem)
+        self.needs = needy_carriers(problem)
+        hostname_colocation = {
+            t.id for t in problem.topology if isinstance(t, CoLocation) and t.key.name == "HOSTNAME"
+        }
+        self.tracked = set(self.caps) | hostname_colocation
+        self.types = {t.id: t for t in problem.bin_types}
+
+    def groups(self, c: PodClass) -> list[str]:
+        return [g for g in c.topology if g in self.tracked]
+
+    def add(self, b: _Bin, c: PodClass, n: int) -> int:
+        """Add up to ``n`` pods of ``c`` to ``b``; return how many went."""
+        if n <= 0 or b.t.id not in c.allowed_bin_types:
+            return 0
+        if any(b.group[g] == 0 for g in self.needs.get(c.key, ())):
+            return 0
+        room = n
+        for g in self.groups(c):
+            if g in self.caps:
+                room = min(room, self.caps[g] - b.group[g])
+        if c.gpu_fraction_milli:
+            return self._add_fractions(b, c, room)
+        for r, v in c.demand.items():
+            if v > 0:
+                room = min(room, (b.t.capacity.get(r, 0) - b.used[r]) // v)
+        if room <= 0:
+            return 0
+        self._count(b, c, room)
+        return room
+
+    def _add_fractions(self, b: _Bin, c: PodClass, room: int) -> int:
+        added = 0
+        size = c.gpu_fraction_milli
+        while added < room:
+            if any(b.used[r] + v > b.t.capacity.get(r, 0) for r, v in c.demand.items() if v):
+                break
+            d = next((i for i, u in enumerate(b.load) if u + size <= GPU_MILLI), None)
+            if d is None:
+                if len(b.load) >= b.t.gpus or b.used[self.gpu] + 1 > b.t.capacity.get(self.gpu, 0):
+                    break
+                b.load.append(0)
+                b.devices.append({})
+                b.used[self.gpu] += 1
+                d = len(b.load) - 1
+            b.load[d] += size
+            b.devices[d][c.key] = b.devices[d].get(c.key, 0) + 1
+            self._count(b, c, 1)
+            added += 1
+        return added
+
+    def _count(self, b: _Bin, c: PodClass, n: int) -> None:
+        b.counts[c.key] += n
+        for r, v in c.demand.items():
+            b.used[r] += v * n
+        for g in self.groups(c):
+            b.group[g] += n
+
+    def load(self, nb: NewBin) -> _Bin:
+        """Return the working copy of a plan's new bin."""
+        t = self.types[nb.bin_type]
+        b = _Bin(t, Counter(), Counter(), Counter())
+        for k, n in nb.placement.counts.items():
+            if n <= 0:
+                continue
+            c = self.classes[k]
+            b.counts[k] += n
+            for r, v in c.demand.items():
+                b.used[r] += v * n
+            for g in self.groups(c):
+                b.group[g] += n
+        width = max((len(v) for v in nb.placement.gpu_devices.values()), default=0)
+        per: list[dict[str, int]] = [{} for _ in range(width)]
+        for k, xs in nb.placement.gpu_devices.items():
+            for i, x in enumerate(xs):
+                if x:
+                    per[i][k] = x
+        for contents in per:
+            if contents:
+                b.devices.append(contents)
+                b.load.append(
+                    sum(self.classes[k].gpu_fraction_milli * x for k, x in contents.items())
+                )
+                b.used[self.gpu] += 1
+        return b
+
+    def remove(self, b: _Bin, key: str, n: int, device_counts: list[int] | None) -> None:
+        """Take ``n`` pods of ``key`` off ``b`` (from the devices in ``device_counts``)."""
+        c = self.classes[key]
+        b.counts[key] -= n
+        if not b.counts[key]:
+            del b.counts[key]
+        for r, v in c.demand.items():
+            b.used[r] -= v * n
+        for g in self.groups(c):
+            b.group[g] -= n
+        for d, x in enumerate(device_counts or ()):
+            if not x:
+                continue
+            b.devices[d][key] -= x
+            if not b.devices[d][key]:
+                del b.devices[d][key]
+            b.load[d] -= x * c.gpu_fraction_milli
+        for d in reversed(range(len(b.load))):
+            if b.load[d] == 0:
+                del b.load[d]
+                del b.devices[d]
+                b.used[self.gpu] -= 1
+
+
+def _placement(b: _Bin) -> NewBin:
+    per: dict[str, list[int]] = {}
+    for d, contents in enumerate(b.devices):
+        for k, x in contents.items():
+            per.setdefault(k, [0] * len(b.devices))[d] = x
+    return NewBin(
+        b.t.id,
+        Placement(
+            {k: n for k, n in b.counts.items() if n > 0},
+            {k: tuple(v[: max(i for i, x in enumerate(v) if x) + 1]) for k, v in per.items()},
+        ),
+    )
+
+
+_PAIR = 2
+
+
+class _Domain:
+    """The bins of one pool and zone, with their free room per resource as an array."""
+
+    def __init__(self, rules: _Rules, bins: list[_Bin], names: list[str]) -> None:
+        # fullest first: they take moved pods first, so the room left stays in few bins
+        self.bins = sorted(bins, key=lambda b: -b.fill())
+        self.rules = rules
+        self.names = names
+        self.capped = sorted(rules.caps)
+        self.targets = sorted({g for gs in rules.needs.values() for g in gs})
+        self.free = np.array([self._row(b) for b in self.bins], dtype=np.int64).reshape(
+            len(self.bins), len(names) + len(self.capped) + len(self.targets)
+        )
+        self.alive = np.ones(len(self.bins), dtype=np.bool_)
+        ids = sorted({b.t.id for b in self.bins})
+        self.type_index = np.array([ids.index(b.t.id) for b in self.bins], dtype=np.int64)
+        self.type_ids = ids
+        self.allowed: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+
+    def _allowed(self, c: PodClass) -> npt.NDArray[np.bool_]:
+        mask = self.allowed.get(c.allowed_bin_types)
+        if mask is None:
+            per_type = np.array([t in c.allowed_bin_types for t in self.type_ids], dtype=np.bool_)
+            mask = self.allowed[c.allowed_bin_types] = per_type[self.type_index]
+        return mask
+
+    def _row(self, b: _Bin) -> list[int]:
+        """Return what ``b`` can still take: resources, room under hostname caps, targets."""
+        return [
+            *(b.t.capacity.get(r, 0) - b.used[r] for r in self.names),
+            *(self.rules.caps[g] - b.group[g] for g in self.capped),
+            *(b.group[g] for g in self.targets),
+        ]
+
+    def _need(self, c: PodClass) -> npt.NDArray[np.int64]:
+        """Return what one pod of ``c`` takes (a carrier: one target already there)."""
+        needs = self.rules.needs.get(c.key, ())
+        return np.array(
+            [
+                *(c.demand.get(r, 0) for r in self.names),
+                *(int(g in c.topology) for g in self.capped),
+                *(int(g in needs) for g in self.targets),
+            ],
+            dtype=np.int64,
+        )
+
+    def _refresh(self, i: int) -> None:
+        self.free[i] = self._row(self.bins[i])
+
+    def empty(self, i: int) -> bool:
+        """Move every pod of bin ``i`` onto the others (fullest first); undo all if one stays."""
+        rules, donor = self.rules, self.bins[i]
+        moves: list[_Move] = []
+        # carriers last, so their targets may already have arrived
+        for key, n in sorted(donor.counts.items(), key=lambda kn: (kn[0] in rules.needs, kn[0])):
+            c = rules.classes[key]
+            fits = (self.free >= self._need(c)).all(axis=1) & self.alive & self._allowed(c)
+            fits[i] = False
+            left = n
+            for j in np.flatnonzero(fits).tolist():
+                b = self.bins[j]
+                before = [d.get(key, 0) for d in b.devices]
+                got = rules.add(b, c, left)
+                if not got:
+                    continue
+                diff = None
+                if c.gpu_fraction_milli:
+                    after = [d.get(key, 0) for d in b.devices]
+                    diff = [x - (before[d] if d < len(before) else 0) for d, x in enumerate(after)]
+                moves.append(_Move(j, key, got, diff))
+                self._refresh(j)
+                left -= got
+                if not left:
+                    break
+            if left:
+                for m in reversed(moves):
+                    rules.remove(self.bins[m.target], m.key, m.count, m.devices)
+                    self._refresh(m.target)
+                return False
+        donor.alive = False
+        self.alive[i] = False
+        return True
+
+
+_PAIR = 2
+
+
+@dataclass(slots=True)
+class _Move:
+    """Pods moved onto bin ``target`` of a domain (per device for fractions), to undo."""
+
+    target: int
+    key: str
+    count: int
+    devices: list[int] | None
+
+
+def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
+    """Return ``plan`` with bins emptied into others, then downsized.
+
+    Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
+    """
+    if len(plan.new_bins) < _PAIR:
+        return plan
+    rules = _Rules(problem)
+    bins = [rules.load(nb) for nb in plan.new_bins]
+    names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
+    by_domain: defaultdict[tuple[str, str], list[_Bin]] = defaultdict(list)
+    for b in bins:
+        by_domain[b.t.pool, b.t.zone].append(b)
+    changed = False
+    for members in by_domain.values():
+        if len(members) < _PAIR:
+            continue
+        domain = _Domain(rules, members, names)
+        # the emptiest bins are the easiest to empty
+        for i in sorted(range(len(domain.bins)), key=lambda i: (domain.bins[i].fill(), -i)):
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            changed |= domain.empty(i)
+    if changed:
+        plan = replace(plan, new_bins=tuple(_placement(b) for b in bins if b.alive))
+    smaller = downsize(problem, plan)
+    return smaller if changed or smaller.cost_micros < plan.cost_micros else plan

@@ -1,0 +1,171 @@
+"""Local search on plans (``solver.improve``): bins emptied into others stay valid and cheap."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import assume, given, settings
+
+from solver.greedy import cost_aware_ffd, karpenter_ffd
+from solver.improve import improve
+from solver.problem import (
+    AntiAffinity,
+    CoLocation,
+    NewBin,
+    Placement,
+    Problem,
+    Solution,
+    SpreadConstraint,
+    Status,
+    TopologyKey,
+)
+from solver.validate import cost, violations
+from tests.unit.solver.builders import bt, pc
+from tests.unit.solver.strategies import problems
+
+
+def _plan(
+    problem: Problem, bins: list[tuple[str, dict[str, int]]], **devices: tuple[int, ...]
+) -> Solution:
+    new = tuple(
+        NewBin(t, Placement(counts, {k: devices[k] for k in counts if k in devices}))
+        for t, counts in bins
+    )
+    plan = Solution(new, (), (), 0, 0, Status.FEASIBLE)
+    plan = Solution(new, (), (), cost(problem, plan), 0, Status.FEASIBLE)
+    assert violations(problem, plan) == []
+    return plan
+
+
+def _singletons(problem: Problem, plan: Solution) -> Solution:
+    """Return ``plan`` with every bin split into one bin per pod (co-located bins kept)."""
+    hosted = {
+        k
+        for t in problem.topology
+        if isinstance(t, CoLocation) and t.key is TopologyKey.HOSTNAME
+        for k in t.carriers
+    } | {c.key for c in problem.classes if any(g == "co" for g in c.topology)}
+    out: list[NewBin] = []
+    for b in plan.new_bins:
+        if hosted & set(b.placement.counts) or b.placement.gpu_devices:
+            out.append(b)
+            continue
+        for k, n in b.placement.counts.items():
+            out.extend(NewBin(b.bin_type, Placement({k: 1})) for _ in range(n))
+    split = Solution(tuple(out), plan.existing, plan.unplaced, 0, 0, plan.status)
+    return Solution(tuple(out), plan.existing, plan.unplaced, cost(problem, split), 0, plan.status)
+
+
+def _same_pods(a: Solution, b: Solution) -> None:
+    assert a.new_counts() == b.new_counts()
+    assert a.existing == b.existing
+    assert a.unplaced == b.unplaced
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_emptied_plans_stay_valid_never_cost_more_and_keep_their_pods(problem: Problem) -> None:
+    for plan in (karpenter_ffd(problem), cost_aware_ffd(problem)):
+        for start in (plan, _singletons(problem, plan)):
+            if start is not plan:
+                assume(violations(problem, start) == [])
+            out = improve(problem, start)
+            assert violations(problem, out) == []
+            assert out.cost_micros == cost(problem, out) <= start.cost_micros
+            assert len(out.new_bins) <= len(start.new_bins)
+            _same_pods(out, start)
+
+
+def test_a_half_empty_bin_is_emptied_into_the_room_of_another() -> None:
+    p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 3, 1000, 1024, ["m"]),))
+    start = _plan(p, [("m", {"a": 2}), ("m", {"a": 1})])
+    out = improve(p, start)
+    assert [dict(b.placement.counts) for b in out.new_bins] == [{"a": 3}]
+    assert out.cost_micros == 400
+
+
+def test_bins_are_downsized_after_pods_moved_away() -> None:
+    p = Problem(
+        (bt("s", 2000, 4096, 150), bt("m", 4000, 8192, 400)),
+        (pc("a", 3, 1000, 1024, ["s", "m"]),),
+    )
+    start = _plan(p, [("m", {"a": 2}), ("m", {"a": 1})])
+    # the second bin empties into the first; nothing cheaper than "m" holds three pods
+    assert improve(p, start).cost_micros == 400
+    # with room for only one more pod per bin, the lone pod stays but its bin shrinks
+    q = Problem(p.bin_types, (pc("a", 3, 1500, 1024, ["s", "m"]),))
+    start = _plan(q, [("m", {"a": 2}), ("m", {"a": 1})])
+    assert sorted(b.bin_type for b in improve(q, start).new_bins) == ["m", "s"]
+
+
+def test_pods_never_move_across_zones_or_pools() -> None:
+    p = Problem(
+        (bt("a1", 4000, 8192, 400, zone="a"), bt("b1", 4000, 8192, 400, zone="b")),
+        (pc("x", 2, 1000, 1024, ["a1", "b1"]),),
+        topology=(SpreadConstraint("zs", TopologyKey.ZONE, 1, zones=("a", "b")),),
+    )
+    start = _plan(p, [("a1", {"x": 1}), ("b1", {"x": 1})])
+    assert improve(p, start) is start
+
+
+def test_hostname_anti_affinity_and_caps_keep_pods_apart() -> None:
+    p = Problem(
+        (bt("m", 8000, 16384, 400),),
+        (
+            pc("x", 2, 500, 512, ["m"], topology=frozenset({"ha"})),
+            pc("y", 3, 500, 512, ["m"], topology=frozenset({"hs"})),
+        ),
+        topology=(
+            AntiAffinity("ha", TopologyKey.HOSTNAME),
+            SpreadConstraint("hs", TopologyKey.HOSTNAME, 2),
+        ),
+    )
+    start = _plan(p, [("m", {"x": 1, "y": 2}), ("m", {"x": 1}), ("m", {"y": 1})])
+    out = improve(p, start)
+    assert violations(p, out) == []
+    # the lone "y" joins the second bin; the two "x" never share one
+    assert sorted(sorted(b.placement.counts.items()) for b in out.new_bins) == [
+        [("x", 1), ("y", 1)],
+        [("x", 1), ("y", 2)],
+    ]
+
+
+def test_carriers_only_move_to_bins_holding_a_target() -> None:
+    p = Problem(
+        (bt("m", 8000, 16384, 400),),
+        (
+            pc("target", 1, 3000, 512, ["m"], topology=frozenset({"co"})),
+            pc("carrier", 1, 500, 512, ["m"]),
+            pc("other", 2, 3000, 512, ["m"]),
+        ),
+        topology=(CoLocation("co", TopologyKey.HOSTNAME, frozenset({"carrier"})),),
+    )
+    start = _plan(p, [("m", {"other": 2}), ("m", {"target": 1, "carrier": 1})])
+    assert improve(p, start) is start  # "other" has room for the carrier, but no target
+    wide = Problem(
+        (bt("m", 16000, 16384, 800), *p.bin_types[1:]),
+        tuple(
+            pc(c.key, c.count, c.demand["cpu"], 512, ["m"], topology=c.topology) for c in p.classes
+        ),
+        topology=p.topology,
+    )
+    start = _plan(wide, [("m", {"other": 2}), ("m", {"target": 1, "carrier": 1})])
+    out = improve(wide, start)
+    assert [sorted(b.placement.counts) for b in out.new_bins] == [["carrier", "other", "target"]]
+
+
+def test_fractions_move_device_by_device() -> None:
+    gpu1 = bt("g", 8000, 16384, 1000, gpus=1)
+    small = Problem((gpu1,), (pc("f", 2, 500, 512, ["g"], gpu_fraction_milli=400),))
+    start = _plan(small, [("g", {"f": 1}), ("g", {"f": 1})], f=(1,))
+    out = improve(small, start)
+    assert [b.placement.gpu_devices for b in out.new_bins] == [{"f": (2,)}]
+    big = Problem((gpu1,), (pc("f", 2, 500, 512, ["g"], gpu_fraction_milli=600),))
+    start = _plan(big, [("g", {"f": 1}), ("g", {"f": 1})], f=(1,))
+    assert improve(big, start) is start  # two 600-milli pods need two devices
+
+
+def test_a_passed_deadline_changes_nothing() -> None:
+    p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 3, 1000, 1024, ["m"]),))
+    start = _plan(p, [("m", {"a": 2}), ("m", {"a": 1})])
+    assert improve(p, start, deadline=time.monotonic() - 1) is start
