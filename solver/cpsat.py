@@ -446,7 +446,7 @@ class _Patience(threading.Thread):
 
 
 _GRACE = 0.05
-"""Share of the budget the last local search may run past it."""
+"""Share of the budget that emptying the last plans' bins may run past it."""
 _SETUP_SECONDS = 2e-7
 """Column generation's set-up time per offering and class (measured: 0.12 s for 1,200
 offerings and 530 classes on 2 cores)."""
@@ -512,8 +512,9 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     candidates = _greedy_plans(problem, hard, log)
     greedy = min(candidates, key=_quality)
     demand = greedy.new_counts()
-    # the greedy plan's bins emptied into each other: same pods on new bins, fewer bins
-    local = _emptied(problem, greedy, soft)
+    # plans get their bins emptied into each other (solver.improve), a little past the budget
+    incumbent = _Incumbent(problem, greedy, soft + _GRACE * (soft - start), log)
+    consider = incumbent.consider
 
     def done(best: Solution, bound: int, status: Status) -> Solution:
         bound = min(bound, best.cost_micros)
@@ -527,22 +528,20 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         return done(greedy, 0, Status.OPTIMAL)
     # the bound may run past the adaptive budget, but not by more than a second
     fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
-    log(f"greedy {greedy.cost_micros}, emptied {local.cost_micros}, fluid bound {fluid}")
-    if _gap(local.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
-        return done(local, fluid, Status.FEASIBLE if local is not greedy else Status.GREEDY)
-    # classes differing only in key and gang are merged for the LP phases (solver.shapes)
-    lp = lp_view(filtered, min_classes=config.merge_from)
-    lp_demand = lp.demand(demand)
-    seeds = [p for c in [*candidates, local] for p in patterns_from_solution(c)]
-    columns = list(dict.fromkeys(lp.pattern(p) for p in seeds))
-    # candidates' bins are emptied into each other in a little time past the budget
-    incumbent = _Incumbent(problem, greedy, local, soft + _GRACE * (soft - start), log)
-    consider = incumbent.consider
+    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
 
     def finish(bound: int) -> Solution:
         best = incumbent.best
         return done(best, bound, Status.FEASIBLE if best is not greedy else Status.GREEDY)
 
+    if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
+        consider(greedy, "emptied greedy", valid=True)
+        return finish(fluid)
+    # classes differing only in key and gang are merged for the LP phases (solver.shapes)
+    lp = lp_view(filtered, min_classes=config.merge_from)
+    lp_demand = lp.demand(demand)
+    seeds = [p for c in candidates for p in patterns_from_solution(c)]
+    columns = list(dict.fromkeys(lp.pattern(p) for p in seeds))
     # a first dive over the greedy plans' bins and the balanced slices: on large problems
     # there may be no time left for column generation
     columns += balanced_slices(lp.problem, lp_demand, len(greedy.new_bins))
@@ -558,6 +557,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     )
     for plan in dives(columns):
         consider(plan, "first dive")
+    consider(greedy, "emptied greedy", valid=True)
     # column generation first groups offerings and indexes their knapsacks: only start it
     # with time for that and as much again for pricing
     setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)
@@ -610,31 +610,29 @@ class _Incumbent:
     """The best valid plan so far (more pods placed, then cheaper, then fewer bins)."""
 
     def __init__(
-        self,
-        problem: Problem,
-        greedy: Solution,
-        local: Solution,
-        polish_until: float,
-        log: Callable[[str], None],
+        self, problem: Problem, greedy: Solution, polish_until: float, log: Callable[[str], None]
     ) -> None:
-        self.problem, self.greedy, self.best = problem, greedy, local
+        self.problem, self.best = problem, greedy
         self.polish_until, self.log = polish_until, log
 
-    def consider(self, plan: Solution | None, what: str) -> None:
-        """Keep ``plan``, with its bins emptied into each other, if valid and better."""
-        if plan is None or violations(self.problem, plan):
+    def consider(self, plan: Solution | None, what: str, *, valid: bool = False) -> None:
+        """Keep ``plan``, with its bins emptied into each other, if valid and better.
+
+        ``valid``: the plan is known to be valid (validated already).
+        """
+        if plan is None:
             return
-        plan = _emptied(self.problem, plan, max(self.polish_until, time.monotonic()))
+        polished = plan
+        if time.monotonic() < self.polish_until:
+            polished = improve(self.problem, plan, deadline=self.polish_until)
+        # the moves keep every rule: the raw plan is validated only when they broke one
+        if polished is not plan and not violations(self.problem, polished):
+            plan = polished
+        elif not valid and violations(self.problem, plan):
+            return
         if _quality(plan) < _quality(self.best):
             self.best = plan
             self.log(f"{what}: {plan.cost_micros}, {len(plan.new_bins)} bins")
-
-
-def _emptied(problem: Problem, plan: Solution, deadline: float) -> Solution:
-    """Return ``plan`` with bins emptied into others (``solver.improve``), if that is valid."""
-    out = improve(problem, plan, deadline=deadline)
-    # the moves keep every rule; validation only guards against a bug costing a plan
-    return out if out is not plan and not violations(problem, out) else plan
 
 
 def _greedy_zones(problem: Problem, lp: LPView, greedy: Solution) -> dict[str, Counter[str]]:

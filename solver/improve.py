@@ -25,7 +25,6 @@ import numpy.typing as npt
 
 from solver.bounds import hostname_caps
 from solver.colgen import needy_carriers
-from solver.greedy import downsize
 from solver.problem import (
     GPU_MILLI,
     BinType,
@@ -206,7 +205,7 @@ class _Domain:
         self.capped = sorted(rules.caps)
         self.targets = sorted({g for gs in rules.needs.values() for g in gs})
         self.free = np.array([self._row(b) for b in self.bins], dtype=np.int64).reshape(
-            len(self.bins), len(names) + len(self.capped) + len(self.targets)
+            len(self.bins), len(names) + len(self.capped) + len(self.targets) + 1
         )
         self.alive = np.ones(len(self.bins), dtype=np.bool_)
         ids = sorted({b.t.id for b in self.bins})
@@ -222,11 +221,15 @@ class _Domain:
         return mask
 
     def _row(self, b: _Bin) -> list[int]:
-        """Return what ``b`` can still take: resources, room under hostname caps, targets."""
+        """Return what ``b`` can still take (resources, hostname caps, targets, a fraction)."""
+        fresh = len(b.load) < b.t.gpus and b.used[self.rules.gpu] < b.t.capacity.get(
+            self.rules.gpu, 0
+        )
         return [
             *(b.t.capacity.get(r, 0) - b.used[r] for r in self.names),
             *(self.rules.caps[g] - b.group[g] for g in self.capped),
             *(b.group[g] for g in self.targets),
+            GPU_MILLI if fresh else GPU_MILLI - min(b.load, default=GPU_MILLI),
         ]
 
     def _need(self, c: PodClass) -> npt.NDArray[np.int64]:
@@ -237,6 +240,7 @@ class _Domain:
                 *(c.demand.get(r, 0) for r in self.names),
                 *(int(g in c.topology) for g in self.capped),
                 *(int(g in needs) for g in self.targets),
+                c.gpu_fraction_milli,
             ],
             dtype=np.int64,
         )
@@ -293,7 +297,9 @@ class _Move:
 
 
 def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
-    """Return ``plan`` with bins emptied into others, then downsized.
+    """Return ``plan`` with bins emptied into others (``plan`` itself when none empties).
+
+    Bins only gain pods or go, so a plan whose bins were downsized stays downsized.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
@@ -315,7 +321,7 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
             if deadline is not None and time.monotonic() > deadline:
                 break
             changed |= domain.empty(i)
-    if changed:
-        plan = replace(plan, new_bins=tuple(_placement(b) for b in bins if b.alive))
-    smaller = downsize(problem, plan)
-    return smaller if changed or smaller.cost_micros < plan.cost_micros else plan
+    if not changed:
+        return plan
+    kept = tuple(_placement(b) for b in bins if b.alive)
+    return replace(plan, new_bins=kept, cost_micros=sum(b.t.price_micros for b in bins if b.alive))
