@@ -557,7 +557,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     )
     for plan in dives(columns):
         consider(plan, "first dive")
-    consider(greedy, "emptied greedy", valid=True)
+    if incumbent.best is greedy:
+        consider(greedy, "emptied greedy", valid=True)
     # column generation first groups offerings and indexes their knapsacks: only start it
     # with time for that and as much again for pricing
     setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)

@@ -1,23 +1,27 @@
-"""Local search on a plan's new bins: empty bins into the room of others, merge pairs.
+"""Local search on a plan's new bins: empty bins into the room of others, consolidate sets.
 
 Rounding an LP or packing greedily leaves room on many bins. Two moves turn that room into
 savings, the way Karpenter's consolidation would after the fact, but before anything is bought:
 
 * **empty**: move every pod of a bin onto other new bins of its zone and pool, then drop it;
-* **merge**: put two bins of one zone and pool on one offering cheaper than both.
+* **consolidate**: replace a set of bins of one zone and pool by one bin of an offering
+  cheaper than all of them (e.g. seven one-GPU nodes and a small one by one eight-GPU node);
+  only where bins times offerings of the domain stay small (``_CONSOLIDATE_WORK``).
 
 Both keep every bin in its zone and pool, so gangs, zonal topology and pool weights stay as
 they were; per bin they check allowed offerings, resources, GPU devices (a fraction goes to
-a device with room; a fresh device takes one GPU), hostname caps (spread, anti-affinity) and
-hostname co-location (a carrier moves only to a bin holding a target), and a merge checks
+a device with room; a fresh device takes one GPU; consolidated devices keep their pods),
+hostname caps (spread, anti-affinity) and hostname co-location (a carrier moves only to a bin
+holding a target; consolidation keeps bins' pods together), and consolidation checks
 ``max_count`` and pool limits. Existing bins are left as they are. ``improve`` returns the
-plan unchanged when nothing saves money; callers validate the result like any other plan.
+plan itself when nothing saves money; callers validate the result like any other plan.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -296,6 +300,171 @@ class _Move:
     devices: list[int] | None
 
 
+class _Ledger:
+    """Bins per offering and pool usage of the plan, against ``max_count`` and pool limits."""
+
+    def __init__(self, problem: Problem, bins: list[_Bin]) -> None:
+        self.count: Counter[str] = Counter(b.t.id for b in bins)
+        self.usage: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        for b in bins:
+            self.usage[b.t.pool].update(b.t.usage_for_limits())
+        self.limits = {lim.pool: lim.remaining for lim in problem.limits}
+
+    def swap(self, old: list[_Bin], t: BinType) -> bool:
+        """Record ``old`` replaced by one bin of ``t`` if limits allow; return whether."""
+        count = self.count[t.id] + 1 - sum(b.t.id == t.id for b in old)
+        if t.max_count is not None and count > t.max_count:
+            return False
+        usage = Counter(self.usage[t.pool])
+        for b in old:
+            usage.subtract(b.t.usage_for_limits())
+        usage.update(t.usage_for_limits())
+        if any(usage[r] > v for r, v in self.limits.get(t.pool, {}).items()):
+            return False
+        for b in old:
+            self.count[b.t.id] -= 1
+        self.count[t.id] += 1
+        self.usage[t.pool] = usage
+        return True
+
+
+_CONSOLIDATE_WORK = 30_000
+_FILL_ON = 50
+"""Offerings (best prefixes first) whose set is filled past its first misfit."""
+"""Consolidate a domain only when its bins times offerings are at most this."""
+
+
+class _Consolidation:
+    """Replace sets of bins of one domain by one bin of a cheaper offering.
+
+    For every offering ``t`` the bins it may hold are taken in order of price per share of
+    ``t`` they fill, as long as their pods together fit (resources, GPU devices, hostname
+    caps); the set saving most is replaced (pool limits and ``max_count`` allowing), and
+    the search repeats.
+    """
+
+    def __init__(self, rules: _Rules, offerings: list[BinType], ledger: _Ledger) -> None:
+        self.rules, self.offerings, self.ledger = rules, offerings, ledger
+        self.names = sorted({r for t in offerings for r in t.capacity})
+        self.capped = sorted(rules.caps)
+        self.cap = np.array(
+            [[*self._columns(t.capacity, rules.caps), t.gpus] for t in offerings],
+            dtype=np.float64,
+        ).reshape(len(offerings), len(self.names) + len(self.capped) + 1)
+        self.price = np.array([t.price_micros for t in offerings], dtype=np.float64)
+        self.by_set: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+        self.by_bin: dict[int, npt.NDArray[np.bool_]] = {}
+        self.refused = np.zeros(len(offerings), dtype=np.bool_)
+
+    def _columns(self, amounts: Mapping[str, int], groups: Mapping[str, int]) -> list[int]:
+        return [*(amounts.get(r, 0) for r in self.names), *(groups.get(g, 0) for g in self.capped)]
+
+    def _allows(self, b: _Bin) -> npt.NDArray[np.bool_]:
+        """Return which offerings every class on ``b`` allows."""
+        out = self.by_bin.get(id(b))
+        if out is None:
+            out = np.ones(len(self.offerings), dtype=np.bool_)
+            for k in b.counts:
+                ok = self.rules.classes[k].allowed_bin_types
+                mask = self.by_set.get(ok)
+                if mask is None:
+                    ids = (t.id in ok for t in self.offerings)
+                    mask = self.by_set[ok] = np.fromiter(ids, dtype=np.bool_)
+                out &= mask
+            self.by_bin[id(b)] = out
+        return out
+
+    def _sets(self, live: list[_Bin]) -> list[tuple[float, int, list[int]]]:
+        """Return (saving, offering, bins as indices into ``live``) that save, best first."""
+        used = np.array(
+            [[*self._columns(b.used, b.group), len(b.load)] for b in live], dtype=np.float64
+        ).reshape(len(live), self.cap.shape[1])
+        cost = np.array([b.t.price_micros for b in live], dtype=np.float64)
+        allowed = np.array([self._allows(b) for b in live], dtype=np.bool_).T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(used[None, :, :] > 0, used[None, :, :] / self.cap[:, None, :], 0.0)
+        size = np.nan_to_num(share, nan=np.inf, posinf=np.inf).max(axis=2)
+        usable = allowed & (size <= 1) & ~self.refused[:, None]
+        density = np.where(usable, cost[None, :] / np.maximum(size, 1e-12), -np.inf)
+        # the longest prefix in density order that fits, for every offering at once...
+        prefixes: list[tuple[float, int, npt.NDArray[np.intp], int]] = []
+        for ti in np.flatnonzero(usable.sum(axis=1) >= _PAIR).tolist():
+            order = np.argsort(-density[ti], kind="stable")
+            order = order[usable[ti][order]]
+            fits = (np.cumsum(used[order], axis=0) <= self.cap[ti]).all(axis=1)
+            n = len(order) if fits.all() else int(np.argmin(fits))
+            prefixes.append((float(cost[order[:n]].sum() - self.price[ti]), ti, order, n))
+        # ...then the most promising go on past the first bin that did not fit
+        out: list[tuple[float, int, list[int]]] = []
+        for _, ti, order, n in sorted(prefixes, key=lambda p: -p[0])[:_FILL_ON]:
+            chosen = order[:n].tolist()
+            room = self.cap[ti] - used[order[:n]].sum(axis=0)
+            rest = order[n:]
+            while rest.size:
+                fits = (used[rest] <= room).all(axis=1)
+                if not fits.any():
+                    break
+                k = int(np.argmax(fits))
+                chosen.append(int(rest[k]))
+                room -= used[rest[k]]
+                rest = rest[k + 1 :]
+            saving = float(cost[chosen].sum() - self.price[ti])
+            if len(chosen) >= _PAIR and saving > 0:
+                out.append((saving, ti, chosen))
+        out.sort(key=lambda x: -x[0])
+        return out
+
+    def run(self, members: list[_Bin], deadline: float | None) -> list[_Bin]:
+        """Consolidate ``members`` (merged bins are appended to it); return the new bins."""
+        made: list[_Bin] = []
+        while deadline is None or time.monotonic() < deadline:
+            live = [b for b in members if b.alive]
+            sets = self._sets(live) if len(live) >= _PAIR else []
+            if not sets:
+                return made
+            taken: set[int] = set()
+            # the best set, then every other one that shares no bin with those taken
+            for _, ti, chosen in sets:
+                if taken.intersection(chosen):
+                    continue
+                old = [live[i] for i in chosen]
+                if not self.ledger.swap(old, self.offerings[ti]):
+                    # limits refuse it: never offer this offering again in this domain
+                    self.refused[ti] = True
+                    continue
+                taken.update(chosen)
+                made.append(self._merge(old, self.offerings[ti]))
+                members.append(made[-1])
+        return made
+
+    @staticmethod
+    def _merge(old: list[_Bin], t: BinType) -> _Bin:
+        merged = _Bin(t, Counter(), Counter(), Counter())
+        for b in old:
+            b.alive = False
+            merged.counts.update(b.counts)
+            merged.used.update(b.used)
+            merged.group.update(b.group)
+            merged.devices.extend(b.devices)
+            merged.load.extend(b.load)
+        return merged
+
+
+def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
+    """Return the offerings per (pool, zone), cheapest first, one of each alike set.
+
+    Of offerings alike but for their price (spot, on-demand) only the cheapest can win.
+    """
+    out: defaultdict[tuple[str, str], list[BinType]] = defaultdict(list)
+    seen: set[tuple[object, ...]] = set()
+    for t in sorted(problem.bin_types, key=lambda t: (t.price_micros, t.id)):
+        alike = (t.pool, t.zone, t.instance_type, t.gpus, tuple(sorted(t.capacity.items())))
+        if alike not in seen:
+            seen.add(alike)
+            out[t.pool, t.zone].append(t)
+    return out
+
+
 def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
     """Return ``plan`` with bins emptied into others (``plan`` itself when none empties).
 
@@ -311,8 +480,10 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
     by_domain: defaultdict[tuple[str, str], list[_Bin]] = defaultdict(list)
     for b in bins:
         by_domain[b.t.pool, b.t.zone].append(b)
+    offerings = _offerings(problem)
+    ledger = _Ledger(problem, bins)
     changed = False
-    for members in by_domain.values():
+    for key, members in by_domain.items():
         if len(members) < _PAIR:
             continue
         domain = _Domain(rules, members, names)
@@ -321,6 +492,16 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
             if deadline is not None and time.monotonic() > deadline:
                 break
             changed |= domain.empty(i)
+        for b in members:
+            if not b.alive:
+                ledger.count[b.t.id] -= 1
+                ledger.usage[b.t.pool].subtract(b.t.usage_for_limits())
+        if len(members) * len(offerings.get(key, ())) <= _CONSOLIDATE_WORK and (
+            deadline is None or time.monotonic() < deadline
+        ):
+            made = _Consolidation(rules, offerings.get(key, []), ledger).run(members, deadline)
+            bins.extend(made)
+            changed |= bool(made)
     if not changed:
         return plan
     kept = tuple(_placement(b) for b in bins if b.alive)

@@ -13,6 +13,7 @@ from solver.problem import (
     CoLocation,
     NewBin,
     Placement,
+    PoolLimit,
     Problem,
     Solution,
     SpreadConstraint,
@@ -162,3 +163,38 @@ def test_a_passed_deadline_changes_nothing() -> None:
     p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 3, 1000, 1024, ["m"]),))
     start = _plan(p, [("m", {"a": 2}), ("m", {"a": 1})])
     assert improve(p, start, deadline=time.monotonic() - 1) is start
+
+
+def _gpu_problem(**eight: object) -> Problem:
+    one = bt("g1", 4000, 16384, 120, gpus=1)
+    big = bt("g8", 36000, 131072, 800, gpus=8, **eight)  # type: ignore[arg-type]
+    return Problem(
+        (one, big),
+        (
+            pc("w", 7, 3000, 15000, ["g1", "g8"], gpu=1),
+            pc("s", 1, 1000, 2048, ["g1", "g8"], gpu=1),
+        ),
+    )
+
+
+def test_seven_one_gpu_bins_and_a_small_one_become_one_eight_gpu_bin() -> None:
+    p = _gpu_problem()
+    start = _plan(p, [("g1", {"w": 1})] * 7 + [("g1", {"s": 1})])
+    out = improve(p, start)
+    assert violations(p, out) == []
+    assert [(b.bin_type, dict(b.placement.counts)) for b in out.new_bins] == [
+        ("g8", {"w": 7, "s": 1})
+    ]
+    assert out.cost_micros == 800 < start.cost_micros == 960
+
+
+def test_consolidation_respects_max_count_and_pool_limits() -> None:
+    start_bins = [("g1", {"w": 1})] * 7 + [("g1", {"s": 1})]
+    none_left = _gpu_problem(max_count=0)
+    assert improve(none_left, _plan(none_left, start_bins)).cost_micros == 960
+    base = _gpu_problem()
+    limited = Problem(base.bin_types, base.classes, limits=(PoolLimit("default", {"cpu": 32000}),))
+    start = _plan(limited, start_bins)
+    out = improve(limited, start)
+    assert violations(limited, out) == []
+    assert out is start  # the eight-GPU node counts 36 cpus against a limit of 32
