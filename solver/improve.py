@@ -1,20 +1,25 @@
-"""Local search on a plan's new bins: empty bins into the room of others, consolidate sets.
+"""Local search on a plan's new bins: empty bins into others, consolidate sets.
 
-Rounding an LP or packing greedily leaves room on many bins. Two moves turn that room into
+Rounding an LP or packing greedily leaves room on many bins. Three moves turn that room into
 savings, the way Karpenter's consolidation would after the fact, but before anything is bought:
 
 * **empty**: move every pod of a bin onto other new bins of its zone and pool, then drop it;
 * **consolidate**: replace a set of bins of one zone and pool by one bin of an offering
   cheaper than all of them (e.g. seven one-GPU nodes and a small one by one eight-GPU node);
-  only where bins times offerings of the domain stay small (``_CONSOLIDATE_WORK``).
+  only where bins times offerings of the domain stay small (``_CONSOLIDATE_WORK``);
+* **empty into larger offerings**: move every pod of a bin onto others of its zone and pool,
+  moving those to larger offerings where they lack room, when the extra price is less than
+  the dropped bin's. This is what packs pods that must keep apart (hostname anti-affinity
+  and spread), where no two bins may merge: the others' pods join them instead.
 
-Both keep every bin in its zone and pool, so gangs, zonal topology and pool weights stay as
+All keep every bin in its zone and pool, so gangs, zonal topology and pool weights stay as
 they were; per bin they check allowed offerings, resources, GPU devices (a fraction goes to
-a device with room; a fresh device takes one GPU; consolidated devices keep their pods),
-hostname caps (spread, anti-affinity) and hostname co-location (a carrier moves only to a bin
-holding a target; consolidation keeps bins' pods together), and consolidation checks
-``max_count`` and pool limits. Existing bins are left as they are. ``improve`` returns the
-plan itself when nothing saves money; callers validate the result like any other plan.
+a device with room; a fresh device takes one GPU; consolidated devices keep their pods;
+fractions never move with the third move), hostname caps (spread, anti-affinity) and
+hostname co-location (a carrier moves only to a bin holding a target; consolidation keeps
+bins' pods together), and the moves that change offerings check ``max_count`` and pool
+limits. Existing bins are left as they are. ``improve`` returns the plan itself when nothing
+saves money; callers validate the result like any other plan.
 """
 
 from __future__ import annotations
@@ -201,9 +206,16 @@ _PAIR = 2
 class _Domain:
     """The bins of one pool and zone, with their free room per resource as an array."""
 
-    def __init__(self, rules: _Rules, bins: list[_Bin], names: list[str]) -> None:
+    def __init__(
+        self,
+        rules: _Rules,
+        bins: list[_Bin],
+        names: list[str],
+        offerings: list[BinType] | None = None,
+    ) -> None:
         # fullest first: they take moved pods first, so the room left stays in few bins
         self.bins = sorted(bins, key=lambda b: -b.fill())
+        self.growth = _Growth(rules, offerings or [], names, self.bins)
         self.rules = rules
         self.names = names
         self.capped = sorted(rules.caps)
@@ -223,6 +235,14 @@ class _Domain:
             per_type = np.array([t in c.allowed_bin_types for t in self.type_ids], dtype=np.bool_)
             mask = self.allowed[c.allowed_bin_types] = per_type[self.type_index]
         return mask
+
+    def _retype(self, j: int, t: BinType) -> None:
+        """Move bin ``j`` to offering ``t`` (its pods stay)."""
+        self.bins[j].t = t
+        if t.id not in self.type_ids:
+            self.type_ids.append(t.id)
+        self.type_index[j] = self.type_ids.index(t.id)
+        self.allowed.clear()
 
     def _row(self, b: _Bin) -> list[int]:
         """Return what ``b`` can still take (resources, hostname caps, targets, a fraction)."""
@@ -286,6 +306,157 @@ class _Domain:
         self.alive[i] = False
         return True
 
+    def empty_growing(self, i: int, ledger: _Ledger) -> bool:
+        """Move every pod of bin ``i`` onto others, moving those to larger offerings as needed.
+
+        Each pod goes to the bin whose cheapest offering holding it with everything already
+        there costs least more (``_Growth``); the moves stand when those extras together
+        cost less than bin ``i``, and pool limits and ``max_count`` allow the new offerings.
+        """
+        rules, donor = self.rules, self.bins[i]
+        if not self.alive[i] or sum(donor.counts.values()) > _GROW_DONOR_PODS:
+            return False
+        if any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
+            return False  # fractions keep to the plain moves (device by device)
+        moves: list[_Move] = []
+        retyped: dict[int, BinType] = {}
+        extra = 0
+        # carriers last, so their targets may already have arrived
+        for key, n in sorted(donor.counts.items(), key=lambda kn: (kn[0] in rules.needs, kn[0])):
+            spent = self._place_growing(i, rules.classes[key], n, (moves, retyped))
+            extra += spent if spent is not None else donor.t.price_micros
+            if extra >= donor.t.price_micros:
+                return self._undo(moves, retyped)
+        changes = [(t, self.bins[j].t) for j, t in retyped.items() if t.id != self.bins[j].t.id]
+        if not ledger.retype(changes):
+            return self._undo(moves, retyped)
+        ledger.count[donor.t.id] -= 1
+        ledger.usage[donor.t.pool].subtract(donor.t.usage_for_limits())
+        donor.alive = False
+        self.alive[i] = False
+        return True
+
+    def _place_growing(
+        self, i: int, c: PodClass, n: int, done: tuple[list[_Move], dict[int, BinType]]
+    ) -> int | None:
+        """Place ``n`` pods of ``c`` off bin ``i``; return the extra price (None: no room)."""
+        moves, retyped = done
+        k = len(self.names)
+        need = self._need(c)
+        extra = 0
+        while n:
+            fits = (self.free[:, k:-1] >= need[k:-1]).all(axis=1) & self.alive
+            fits[i] = False
+            found = self.growth.cheapest(c, np.flatnonzero(fits), self.free[:, :k])
+            if found is None:
+                return None
+            j, t = found
+            b = self.bins[j]
+            if t is not None and t.id != b.t.id:
+                retyped.setdefault(j, b.t)
+                extra += t.price_micros - b.t.price_micros
+                self._retype(j, t)
+            # as many as fit where one fits as it is; one where the bin grew for it
+            got = self.rules.add(b, c, n if t is None else 1)
+            if got:
+                moves.append(_Move(j, c.key, got, None))
+                n -= got
+            self._refresh(j)
+            self.growth.refresh(j, b)
+            if not got:
+                return None
+        return extra
+
+    def _undo(self, moves: list[_Move], retyped: dict[int, BinType]) -> bool:
+        """Take back ``moves`` and return the bins in ``retyped`` to their offerings."""
+        for m in reversed(moves):
+            self.rules.remove(self.bins[m.target], m.key, m.count, m.devices)
+        for j, t in retyped.items():
+            self._retype(j, t)
+        for j in {m.target for m in moves} | set(retyped):
+            self._refresh(j)
+            self.growth.refresh(j, self.bins[j])
+        return False
+
+
+class _Growth:
+    """A domain's offerings against its bins: the cheapest offering holding a bin plus a pod.
+
+    Per bin: its offering's capacity and which offerings every class on it allows (and have
+    the GPU devices its fractions use), as arrays kept in step with the moves.
+    """
+
+    def __init__(
+        self, rules: _Rules, offerings: list[BinType], names: list[str], bins: list[_Bin]
+    ) -> None:
+        self.rules, self.offerings, self.names, self.bins = rules, offerings, names, bins
+        self.cap = np.array(
+            [[t.capacity.get(r, 0) for r in names] for t in offerings], dtype=np.int64
+        ).reshape(len(offerings), len(names))
+        self.gpus = np.array([t.gpus for t in offerings], dtype=np.int64)
+        self.price = np.array([t.price_micros for t in offerings], dtype=np.int64)
+        self.masks: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+        self.own = np.zeros((len(bins), len(names)), dtype=np.int64)
+        self.current = np.zeros(len(bins), dtype=np.int64)
+        self.allowed = np.zeros((len(bins), len(offerings)), dtype=np.bool_)
+        for j, b in enumerate(bins):
+            self.refresh(j, b)
+
+    def _mask(self, allowed: frozenset[str]) -> npt.NDArray[np.bool_]:
+        m = self.masks.get(allowed)
+        if m is None:
+            ids = (t.id in allowed for t in self.offerings)
+            m = self.masks[allowed] = np.fromiter(ids, dtype=np.bool_, count=len(self.offerings))
+        return m
+
+    def refresh(self, j: int, b: _Bin) -> None:
+        """Recompute bin ``j``'s row after its pods or offering changed."""
+        self.own[j] = [b.t.capacity.get(r, 0) for r in self.names]
+        self.current[j] = b.t.price_micros
+        mask = self.gpus >= len(b.load)
+        for key in b.counts:
+            mask = mask & self._mask(self.rules.classes[key].allowed_bin_types)
+        self.allowed[j] = mask
+
+    def cheapest(
+        self, c: PodClass, candidates: npt.NDArray[np.intp], free: npt.NDArray[np.int64]
+    ) -> tuple[int, BinType | None] | None:
+        """Return (bin, offering) costing least more to hold one more pod of ``c``.
+
+        The offering is None when the bin's own holds the pod.
+
+        ``candidates``: bins whose hostname rules take the pod; ``free``: room per bin in
+        ``names``. Only the ``_GROW_CANDIDATES`` bins with the most room are weighed.
+        """
+        if not candidates.size or not self.offerings:
+            return None
+        demand = np.array([c.demand.get(r, 0) for r in self.names], dtype=np.int64)
+        room = free[candidates] - demand
+        if candidates.size > _GROW_CANDIDATES:
+            spare = (room / np.maximum(self.own[candidates], 1)).min(axis=1)
+            candidates = candidates[np.argsort(-spare, kind="stable")[:_GROW_CANDIDATES]]
+            room = free[candidates] - demand
+        for j in candidates[(room >= 0).all(axis=1)].tolist():
+            if self.bins[j].t.id in c.allowed_bin_types:
+                return j, None
+        need = self.own[candidates] - room
+        ok = (self.cap[None, :, :] >= need[:, None, :]).all(axis=2)
+        ok &= self.allowed[candidates] & self._mask(c.allowed_bin_types)[None, :]
+        first = np.argmax(ok, axis=1)
+        has = ok[np.arange(len(candidates)), first]
+        if not has.any():
+            return None
+        extra = np.where(has, self.price[first] - self.current[candidates], np.iinfo(np.int64).max)
+        n = int(np.argmin(extra))
+        return int(candidates[n]), self.offerings[int(first[n])]
+
+
+_GROW_DONOR_PODS = 16
+"""Bins with more pods are not emptied into larger offerings: their pods move one by one, and
+the saving (another bin's price less the extras) is in bins holding few pods."""
+_GROW_CANDIDATES = 16
+"""Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
+
 
 _PAIR = 2
 
@@ -325,6 +496,23 @@ class _Ledger:
             self.count[b.t.id] -= 1
         self.count[t.id] += 1
         self.usage[t.pool] = usage
+        return True
+
+    def retype(self, changes: list[tuple[BinType, BinType]]) -> bool:
+        """Record bins moved from one offering to another if limits allow; return whether."""
+        count = Counter(self.count)
+        usage = defaultdict(Counter, {p: Counter(u) for p, u in self.usage.items()})
+        for old, new in changes:
+            count[old.id] -= 1
+            count[new.id] += 1
+            usage[old.pool].subtract(old.usage_for_limits())
+            usage[new.pool].update(new.usage_for_limits())
+        for _, new in changes:
+            if new.max_count is not None and count[new.id] > new.max_count:
+                return False
+            if any(usage[new.pool][r] > v for r, v in self.limits.get(new.pool, {}).items()):
+                return False
+        self.count, self.usage = count, usage
         return True
 
 
@@ -468,41 +656,79 @@ def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
 def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
     """Return ``plan`` with bins emptied into others (``plan`` itself when none empties).
 
-    Bins only gain pods or go, so a plan whose bins were downsized stays downsized.
+    Per zone and pool: bins are emptied into the room of others, sets of bins consolidated,
+    then the bins left are emptied into others moved to larger offerings where that costs
+    less than the emptied bin (``_Domain.empty_growing``).
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
     if len(plan.new_bins) < _PAIR:
         return plan
-    rules = _Rules(problem)
-    bins = [rules.load(nb) for nb in plan.new_bins]
-    names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
-    by_domain: defaultdict[tuple[str, str], list[_Bin]] = defaultdict(list)
-    for b in bins:
-        by_domain[b.t.pool, b.t.zone].append(b)
-    offerings = _offerings(problem)
-    ledger = _Ledger(problem, bins)
+    search = _Search(problem, plan, deadline)
     changed = False
-    for key, members in by_domain.items():
+    for key, members in search.domains.items():
+        changed |= search.empty_and_consolidate(key, members)
+    # then bins that would not empty as they are: into others moved to larger offerings
+    for key, members in search.domains.items():
+        changed |= search.grow(key, members)
+    if not changed:
+        return plan
+    alive = [b for b in search.bins if b.alive]
+    return replace(
+        plan,
+        new_bins=tuple(_placement(b) for b in alive),
+        cost_micros=sum(b.t.price_micros for b in alive),
+    )
+
+
+class _Search:
+    """One ``improve`` run: the plan's bins per domain, the offerings and the limits."""
+
+    def __init__(self, problem: Problem, plan: Solution, deadline: float | None) -> None:
+        self.rules = _Rules(problem)
+        self.bins = [self.rules.load(nb) for nb in plan.new_bins]
+        self.names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
+        self.domains: defaultdict[tuple[str, str], list[_Bin]] = defaultdict(list)
+        for b in self.bins:
+            self.domains[b.t.pool, b.t.zone].append(b)
+        self.offerings = _offerings(problem)
+        self.ledger = _Ledger(problem, self.bins)
+        self.deadline = deadline
+
+    def _late(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def empty_and_consolidate(self, key: tuple[str, str], members: list[_Bin]) -> bool:
+        """Empty the domain's bins into each other's room, then consolidate sets of them."""
         if len(members) < _PAIR:
-            continue
-        domain = _Domain(rules, members, names)
+            return False
+        changed = False
+        domain = _Domain(self.rules, members, self.names)
         # the emptiest bins are the easiest to empty
         for i in sorted(range(len(domain.bins)), key=lambda i: (domain.bins[i].fill(), -i)):
-            if deadline is not None and time.monotonic() > deadline:
+            if self._late():
                 break
             changed |= domain.empty(i)
         for b in members:
             if not b.alive:
-                ledger.count[b.t.id] -= 1
-                ledger.usage[b.t.pool].subtract(b.t.usage_for_limits())
-        if len(members) * len(offerings.get(key, ())) <= _CONSOLIDATE_WORK and (
-            deadline is None or time.monotonic() < deadline
-        ):
-            made = _Consolidation(rules, offerings.get(key, []), ledger).run(members, deadline)
-            bins.extend(made)
+                self.ledger.count[b.t.id] -= 1
+                self.ledger.usage[b.t.pool].subtract(b.t.usage_for_limits())
+        offerings = self.offerings.get(key, [])
+        if len(members) * len(offerings) <= _CONSOLIDATE_WORK and not self._late():
+            made = _Consolidation(self.rules, offerings, self.ledger).run(members, self.deadline)
+            self.bins.extend(made)
             changed |= bool(made)
-    if not changed:
-        return plan
-    kept = tuple(_placement(b) for b in bins if b.alive)
-    return replace(plan, new_bins=kept, cost_micros=sum(b.t.price_micros for b in bins if b.alive))
+        return changed
+
+    def grow(self, key: tuple[str, str], members: list[_Bin]) -> bool:
+        """Empty the domain's live bins into others moved to larger offerings."""
+        alive = [b for b in members if b.alive]
+        if len(alive) < _PAIR or self._late():
+            return False
+        changed = False
+        domain = _Domain(self.rules, alive, self.names, self.offerings.get(key, []))
+        for i in sorted(range(len(domain.bins)), key=lambda i: (domain.bins[i].fill(), -i)):
+            if self._late():
+                break
+            changed |= domain.empty_growing(i, self.ledger)
+        return changed

@@ -198,3 +198,44 @@ def test_consolidation_respects_max_count_and_pool_limits() -> None:
     out = improve(limited, start)
     assert violations(limited, out) == []
     assert out is start  # the eight-GPU node counts 36 cpus against a limit of 32
+
+
+def _growth_problem(
+    m_max_count: int | None = None, y_types: tuple[str, ...] = ("s", "m")
+) -> Problem:
+    # "x" pods keep apart (hostname anti-affinity), so no two of their bins consolidate
+    return Problem(
+        (bt("s", 2000, 8192, 200), bt("m", 3000, 8192, 290, max_count=m_max_count)),
+        (
+            pc("x", 2, 1500, 1024, ["s", "m"], topology=frozenset({"ha"})),
+            pc("y", 2, 900, 1024, list(y_types)),
+        ),
+        topology=(AntiAffinity("ha", TopologyKey.HOSTNAME),),
+    )
+
+
+_GROWTH_START = [("s", {"x": 1}), ("s", {"x": 1}), ("s", {"y": 2})]
+
+
+def test_a_bin_empties_into_others_moved_to_larger_offerings() -> None:
+    p = _growth_problem()
+    start = _plan(p, _GROWTH_START)
+    out = improve(p, start)
+    assert violations(p, out) == []
+    # each "y" joins an "x" on a bin moved from s to m: 2 x 290 < 3 x 200
+    assert sorted((b.bin_type, sorted(b.placement.counts.items())) for b in out.new_bins) == [
+        ("m", [("x", 1), ("y", 1)]),
+        ("m", [("x", 1), ("y", 1)]),
+    ]
+    assert out.cost_micros == 580 < start.cost_micros == 600
+
+
+def test_growing_needs_a_saving_allowed_offerings_and_max_count() -> None:
+    dear = Problem(
+        (bt("s", 2000, 8192, 200), bt("m", 3000, 8192, 300)),
+        _growth_problem().classes,
+        topology=_growth_problem().topology,
+    )
+    for p in (dear, _growth_problem(m_max_count=1), _growth_problem(y_types=("s",))):
+        start = _plan(p, _GROWTH_START)
+        assert improve(p, start) is start
