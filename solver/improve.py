@@ -516,10 +516,11 @@ class _Ledger:
         return True
 
 
-_CONSOLIDATE_WORK = 30_000
+_CONSOLIDATE_WORK = 100_000
+"""Consolidate a domain only when its bins times offerings are at most this (a round then
+takes about 20 ms; rounds stop at the deadline)."""
 _FILL_ON = 50
 """Offerings (best prefixes first) whose set is filled past its first misfit."""
-"""Consolidate a domain only when its bins times offerings are at most this."""
 
 
 class _Consolidation:
@@ -542,10 +543,18 @@ class _Consolidation:
         self.price = np.array([t.price_micros for t in offerings], dtype=np.float64)
         self.by_set: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
         self.by_bin: dict[int, npt.NDArray[np.bool_]] = {}
+        self.by_used: dict[int, list[int]] = {}
         self.refused = np.zeros(len(offerings), dtype=np.bool_)
 
     def _columns(self, amounts: Mapping[str, int], groups: Mapping[str, int]) -> list[int]:
         return [*(amounts.get(r, 0) for r in self.names), *(groups.get(g, 0) for g in self.capped)]
+
+    def _used(self, b: _Bin) -> list[int]:
+        """Return what ``b``'s pods use in the columns of ``cap`` (bins never change here)."""
+        out = self.by_used.get(id(b))
+        if out is None:
+            out = self.by_used[id(b)] = [*self._columns(b.used, b.group), len(b.load)]
+        return out
 
     def _allows(self, b: _Bin) -> npt.NDArray[np.bool_]:
         """Return which offerings every class on ``b`` allows."""
@@ -564,9 +573,9 @@ class _Consolidation:
 
     def _sets(self, live: list[_Bin]) -> list[tuple[float, int, list[int]]]:
         """Return (saving, offering, bins as indices into ``live``) that save, best first."""
-        used = np.array(
-            [[*self._columns(b.used, b.group), len(b.load)] for b in live], dtype=np.float64
-        ).reshape(len(live), self.cap.shape[1])
+        used = np.array([self._used(b) for b in live], dtype=np.float64).reshape(
+            len(live), self.cap.shape[1]
+        )
         cost = np.array([b.t.price_micros for b in live], dtype=np.float64)
         allowed = np.array([self._allows(b) for b in live], dtype=np.bool_).T
         with np.errstate(divide="ignore", invalid="ignore"):
