@@ -555,7 +555,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         deadline=soft,
         timed=config.deterministic_time is None,
     )
-    for plan in dives(columns):
+    # the best raw plan is polished first: the time may run out before the others
+    for plan in sorted(dives(columns), key=_quality):
         consider(plan, "first dive")
     if incumbent.best is greedy:
         consider(greedy, "emptied greedy", valid=True)
@@ -578,7 +579,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"{cg.rounds} rounds, converged {cg.converged}"
     )
-    for plan in dives(cg.patterns):
+    for plan in sorted(dives(cg.patterns), key=_quality):
         consider(plan, "lp dive")
     known = fluid
     if _gap(incumbent.best.cost_micros, known) > config.relative_gap:

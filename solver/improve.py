@@ -665,9 +665,10 @@ def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
 def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
     """Return ``plan`` with bins emptied into others (``plan`` itself when none empties).
 
-    Per zone and pool: bins are emptied into the room of others, sets of bins consolidated,
-    then the bins left are emptied into others moved to larger offerings where that costs
-    less than the emptied bin (``_Domain.empty_growing``).
+    Per zone and pool: bins are emptied into the room of others, then into others moved to
+    larger offerings where that costs less than the emptied bin (``_Domain.empty_growing``),
+    then sets of bins are consolidated; each move in every domain before the next, so the
+    cheaper moves are done when the deadline comes.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
@@ -675,11 +676,10 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
         return plan
     search = _Search(problem, plan, deadline)
     changed = False
-    for key, members in search.domains.items():
-        changed |= search.empty_and_consolidate(key, members)
-    # then bins that would not empty as they are: into others moved to larger offerings
-    for key, members in search.domains.items():
-        changed |= search.grow(key, members)
+    # cheap moves first, in every domain, then dearer ones, as time allows
+    for move in (search.empty, search.grow, search.consolidate):
+        for key, members in search.domains.items():
+            changed |= move(key, members)
     if not changed:
         return plan
     alive = [b for b in search.bins if b.alive]
@@ -707,8 +707,8 @@ class _Search:
     def _late(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
 
-    def empty_and_consolidate(self, key: tuple[str, str], members: list[_Bin]) -> bool:
-        """Empty the domain's bins into each other's room, then consolidate sets of them."""
+    def empty(self, _key: tuple[str, str], members: list[_Bin]) -> bool:
+        """Empty the domain's bins into each other's room."""
         if len(members) < _PAIR:
             return False
         changed = False
@@ -717,17 +717,22 @@ class _Search:
         for i in sorted(range(len(domain.bins)), key=lambda i: (domain.bins[i].fill(), -i)):
             if self._late():
                 break
-            changed |= domain.empty(i)
-        for b in members:
-            if not b.alive:
+            if domain.empty(i):
+                changed = True
+                b = domain.bins[i]
                 self.ledger.count[b.t.id] -= 1
                 self.ledger.usage[b.t.pool].subtract(b.t.usage_for_limits())
-        offerings = self.offerings.get(key, [])
-        if len(members) * len(offerings) <= _CONSOLIDATE_WORK and not self._late():
-            made = _Consolidation(self.rules, offerings, self.ledger).run(members, self.deadline)
-            self.bins.extend(made)
-            changed |= bool(made)
         return changed
+
+    def consolidate(self, key: tuple[str, str], members: list[_Bin]) -> bool:
+        """Replace sets of the domain's live bins by one bin of a cheaper offering."""
+        offerings = self.offerings.get(key, [])
+        alive = sum(b.alive for b in members)
+        if alive < _PAIR or alive * len(offerings) > _CONSOLIDATE_WORK or self._late():
+            return False
+        made = _Consolidation(self.rules, offerings, self.ledger).run(members, self.deadline)
+        self.bins.extend(made)
+        return bool(made)
 
     def grow(self, key: tuple[str, str], members: list[_Bin]) -> bool:
         """Empty the domain's live bins into others moved to larger offerings."""
