@@ -216,6 +216,9 @@ class _Domain:
         # fullest first: they take moved pods first, so the room left stays in few bins
         self.bins = sorted(bins, key=lambda b: -b.fill())
         self.growth = _Growth(rules, offerings or [], names, self.bins)
+        self.failed: dict[tuple[frozenset[tuple[str, int]], int], int] = {}
+        self.emptied = 0
+        """Bins emptied by ``empty_growing``; ``failed`` maps bins alike to that count then."""
         self.rules = rules
         self.names = names
         self.capped = sorted(rules.caps)
@@ -318,6 +321,12 @@ class _Domain:
             return False
         if any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
             return False  # fractions keep to the plain moves (device by device)
+        # a bin like one that did not empty since the last change will not either (almost:
+        # the other one is now a place to go), and GPU plans hold many such bins
+        alike = (frozenset(donor.counts.items()), donor.t.price_micros)
+        if self.failed.get(alike) == self.emptied:
+            return False
+        self.failed[alike] = self.emptied
         moves: list[_Move] = []
         retyped: dict[int, BinType] = {}
         extra = 0
@@ -332,6 +341,7 @@ class _Domain:
             return self._undo(moves, retyped)
         ledger.count[donor.t.id] -= 1
         ledger.usage[donor.t.pool].subtract(donor.t.usage_for_limits())
+        self.emptied += 1
         donor.alive = False
         self.alive[i] = False
         return True
@@ -519,6 +529,8 @@ class _Ledger:
 _CONSOLIDATE_WORK = 100_000
 """Consolidate a domain only when its bins times offerings are at most this (a round then
 takes about 20 ms; rounds stop at the deadline)."""
+_SETS_PER_OFFERING = 16
+"""Disjoint sets one offering may propose per round of ``_Consolidation``."""
 _FILL_ON = 50
 """Offerings (best prefixes first) whose set is filled past its first misfit."""
 
@@ -591,25 +603,39 @@ class _Consolidation:
             fits = (np.cumsum(used[order], axis=0) <= self.cap[ti]).all(axis=1)
             n = len(order) if fits.all() else int(np.argmin(fits))
             prefixes.append((float(cost[order[:n]].sum() - self.price[ti]), ti, order, n))
-        # ...then the most promising go on past the first bin that did not fit
+        # ...then the most promising go on past the first bin that did not fit, and take
+        # further sets of the bins left, so that one round merges many
         out: list[tuple[float, int, list[int]]] = []
-        for _, ti, order, n in sorted(prefixes, key=lambda p: -p[0])[:_FILL_ON]:
-            chosen = order[:n].tolist()
-            room = self.cap[ti] - used[order[:n]].sum(axis=0)
-            rest = order[n:]
-            while rest.size:
-                fits = (used[rest] <= room).all(axis=1)
-                if not fits.any():
+        for _, ti, order, _ in sorted(prefixes, key=lambda p: -p[0])[:_FILL_ON]:
+            left = order
+            for _ in range(_SETS_PER_OFFERING):
+                chosen = self._fill(used, ti, left)
+                saving = float(cost[chosen].sum() - self.price[ti])
+                if len(chosen) < _PAIR or saving <= 0:
                     break
-                k = int(np.argmax(fits))
-                chosen.append(int(rest[k]))
-                room -= used[rest[k]]
-                rest = rest[k + 1 :]
-            saving = float(cost[chosen].sum() - self.price[ti])
-            if len(chosen) >= _PAIR and saving > 0:
                 out.append((saving, ti, chosen))
+                left = left[~np.isin(left, chosen)]
         out.sort(key=lambda x: -x[0])
         return out
+
+    def _fill(
+        self, used: npt.NDArray[np.float64], ti: int, order: npt.NDArray[np.intp]
+    ) -> list[int]:
+        """Return the bins of ``order`` one bin of offering ``ti`` holds, taken in order."""
+        fits = (np.cumsum(used[order], axis=0) <= self.cap[ti]).all(axis=1)
+        n = len(order) if fits.all() else int(np.argmin(fits))
+        chosen = order[:n].tolist()
+        room = self.cap[ti] - used[order[:n]].sum(axis=0)
+        rest = order[n:]
+        while rest.size:
+            fits = (used[rest] <= room).all(axis=1)
+            if not fits.any():
+                break
+            k = int(np.argmax(fits))
+            chosen.append(int(rest[k]))
+            room -= used[rest[k]]
+            rest = rest[k + 1 :]
+        return chosen
 
     def run(self, members: list[_Bin], deadline: float | None) -> list[_Bin]:
         """Consolidate ``members`` (merged bins are appended to it); return the new bins."""
