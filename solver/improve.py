@@ -624,7 +624,7 @@ class _Consolidation:
         """Return the bins of ``order`` one bin of offering ``ti`` holds, taken in order."""
         fits = (np.cumsum(used[order], axis=0) <= self.cap[ti]).all(axis=1)
         n = len(order) if fits.all() else int(np.argmin(fits))
-        chosen = order[:n].tolist()
+        chosen: list[int] = order[:n].tolist()
         room = self.cap[ti] - used[order[:n]].sum(axis=0)
         rest = order[n:]
         while rest.size:
