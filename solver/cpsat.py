@@ -62,7 +62,7 @@ import math
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ortools.sat.python import cp_model
@@ -555,8 +555,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         deadline=soft,
         timed=config.deterministic_time is None,
     )
-    # the best raw plan is polished first: the time may run out before the others
-    for plan in sorted(dives(columns), key=_quality):
+    # each dive's plan is polished before the next dive: polishing is worth more
+    for plan in dives(columns):
         consider(plan, "first dive")
     if incumbent.best is greedy:
         consider(greedy, "emptied greedy", valid=True)
@@ -579,7 +579,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
         f"{cg.rounds} rounds, converged {cg.converged}"
     )
-    for plan in sorted(dives(cg.patterns), key=_quality):
+    for plan in dives(cg.patterns):
         consider(plan, "lp dive")
     known = fluid
     if _gap(incumbent.best.cost_micros, known) > config.relative_gap:
@@ -661,15 +661,15 @@ def _dive_plans(
     zones: Mapping[str, Mapping[str, int]],
     deadline: float,
     timed: bool,
-) -> list[Solution]:
-    """Return the LP dives' plans for the pods ``greedy`` puts on new bins (its others kept).
+) -> Iterator[Solution]:
+    """Yield the LP dives' plans for the pods ``greedy`` puts on new bins (its others kept).
 
-    The dive rounds the LP step by step; when that was quick, a second dive rounds every
-    column to nearest at once (on a few dozen bins either can win by a few percent).
+    The dive rounds the LP step by step; when that was quick (against the time left once the
+    caller has used its plan), a second dive rounds every column to nearest at once (on a
+    few dozen bins either can win by a few percent).
     """
     demand = greedy.new_counts()
     lp_demand = lp.demand(demand)
-    plans = []
     for nearest in (False, True):
         started = time.monotonic()
         new = dive(
@@ -681,12 +681,12 @@ def _dive_plans(
             timed=timed,
             nearest=nearest,
         )
+        took = time.monotonic() - started
         bins = None if new is None else lp.split(problem, new, demand, greedy.existing)
         if bins is not None:
-            plans.append(_finish(problem, bins, list(greedy.existing)))
-        if timed and time.monotonic() - started > _QUICK_DIVE * (deadline - started):
-            break
-    return plans
+            yield _finish(problem, bins, list(greedy.existing))
+        if timed and took > _QUICK_DIVE * (deadline - time.monotonic()):
+            return
 
 
 _QUICK_DIVE = 0.1
