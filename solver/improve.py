@@ -7,13 +7,16 @@ savings, the way Karpenter's consolidation would after the fact, but before anyt
 * **consolidate**: replace a set of bins of one zone and pool by one bin of an offering
   cheaper than all of them (e.g. seven one-GPU nodes and a small one by one eight-GPU node);
   only where bins times offerings of the domain stay small (``_CONSOLIDATE_WORK``);
-* **empty into larger offerings**: move every pod of a bin onto others of its zone and pool,
-  moving those to larger offerings where they lack room, when the extra price is less than
-  the dropped bin's. This is what packs pods that must keep apart (hostname anti-affinity
-  and spread), where no two bins may merge: the others' pods join them instead.
+* **empty into larger offerings**: move every pod of a bin onto others of its pool (of its
+  zone too for pods under zonal topology or in gangs), moving those to larger offerings of
+  their zones where they lack room, when the extra price is less than the dropped bin's.
+  This is what packs pods that must keep apart (hostname anti-affinity and spread), where
+  no two bins may merge: the others' pods join them instead.
 
-All keep every bin in its zone and pool, so gangs, zonal topology and pool weights stay as
-they were; per bin they check allowed offerings, resources, GPU devices (a fraction goes to
+All keep every bin in its zone and pool, and pods in their pool, so pool weights stay as they
+were, and pods under zonal rules (spreads, affinities, co-location on zone; gang members) in
+their zone, so zonal topology and gangs stay valid; per bin they check allowed offerings
+(which also carry each pod's zones), resources, GPU devices (a fraction goes to
 a device with room; a fresh device takes one GPU; consolidated devices keep their pods;
 fractions never move with the third move), hostname caps (spread, anti-affinity) and
 hostname co-location (a carrier moves only to a bin holding a target; consolidation keeps
@@ -36,6 +39,7 @@ from solver.bounds import hostname_caps
 from solver.colgen import needy_carriers
 from solver.problem import (
     GPU_MILLI,
+    Affinity,
     BinType,
     CoLocation,
     NewBin,
@@ -43,6 +47,7 @@ from solver.problem import (
     PodClass,
     Problem,
     Solution,
+    TopologyKey,
 )
 
 
@@ -83,6 +88,7 @@ class _Rules:
         }
         self.tracked = set(self.caps) | hostname_colocation
         self.types = {t.id: t for t in problem.bin_types}
+        self.zone_bound = _zone_bound(problem)
 
     def groups(self, c: PodClass) -> list[str]:
         return [g for g in c.topology if g in self.tracked]
@@ -227,6 +233,8 @@ class _Domain:
             len(self.bins), len(names) + len(self.capped) + len(self.targets) + 1
         )
         self.alive = np.ones(len(self.bins), dtype=np.bool_)
+        zone_ids = sorted({b.t.zone for b in self.bins})
+        self.zones = np.array([zone_ids.index(b.t.zone) for b in self.bins], dtype=np.int64)
         ids = sorted({b.t.id for b in self.bins})
         self.type_index = np.array([ids.index(b.t.id) for b in self.bins], dtype=np.int64)
         self.type_ids = ids
@@ -354,8 +362,11 @@ class _Domain:
         k = len(self.names)
         need = self._need(c)
         extra = 0
+        here = self.zones == self.zones[i] if c.key in self.rules.zone_bound else True
+        # hostname caps and co-location targets the pod counts against
+        rules = k + np.flatnonzero(need[k:-1])
         while n:
-            fits = (self.free[:, k:-1] >= need[k:-1]).all(axis=1) & self.alive
+            fits = (self.free[:, rules] >= need[rules]).all(axis=1) & self.alive & here
             fits[i] = False
             found = self.growth.cheapest(c, np.flatnonzero(fits), self.free[:, :k])
             if found is None:
@@ -405,6 +416,10 @@ class _Growth:
         ).reshape(len(offerings), len(names))
         self.gpus = np.array([t.gpus for t in offerings], dtype=np.int64)
         self.price = np.array([t.price_micros for t in offerings], dtype=np.int64)
+        self.in_zone = {
+            z: np.fromiter((t.zone == z for t in offerings), dtype=np.bool_, count=len(offerings))
+            for z in {t.zone for t in offerings}
+        }
         self.masks: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
         self.own = np.zeros((len(bins), len(names)), dtype=np.int64)
         self.current = np.zeros(len(bins), dtype=np.int64)
@@ -423,7 +438,9 @@ class _Growth:
         """Recompute bin ``j``'s row after its pods or offering changed."""
         self.own[j] = [b.t.capacity.get(r, 0) for r in self.names]
         self.current[j] = b.t.price_micros
+        zone = self.in_zone.get(b.t.zone)
         mask = self.gpus >= len(b.load)
+        mask = mask & zone if zone is not None else np.zeros_like(mask)
         for key in b.counts:
             mask = mask & self._mask(self.rules.classes[key].allowed_bin_types)
         self.allowed[j] = mask
@@ -444,18 +461,23 @@ class _Growth:
         room = free[candidates] - demand
         if candidates.size > _GROW_CANDIDATES:
             spare = (room / np.maximum(self.own[candidates], 1)).min(axis=1)
-            candidates = candidates[np.argsort(-spare, kind="stable")[:_GROW_CANDIDATES]]
+            top = np.argpartition(-spare, _GROW_CANDIDATES)[:_GROW_CANDIDATES]
+            candidates = candidates[np.sort(top)]
             room = free[candidates] - demand
         for j in candidates[(room >= 0).all(axis=1)].tolist():
             if self.bins[j].t.id in c.allowed_bin_types:
                 return j, None
         need = self.own[candidates] - room
-        ok = (self.cap[None, :, :] >= need[:, None, :]).all(axis=2)
-        ok &= self.allowed[candidates] & self._mask(c.allowed_bin_types)[None, :]
+        # bins grow: only offerings from the cheapest candidate's own price up are weighed
+        lo = int(np.searchsorted(self.price, self.current[candidates].min()))
+        span = slice(lo, lo + _GROW_OFFERINGS)
+        ok = (self.cap[None, span, :] >= need[:, None, :]).all(axis=2)
+        ok &= self.allowed[candidates, span] & self._mask(c.allowed_bin_types)[None, span]
         first = np.argmax(ok, axis=1)
         has = ok[np.arange(len(candidates)), first]
         if not has.any():
             return None
+        first += lo
         extra = np.where(has, self.price[first] - self.current[candidates], np.iinfo(np.int64).max)
         n = int(np.argmin(extra))
         return int(candidates[n]), self.offerings[int(first[n])]
@@ -465,6 +487,8 @@ _GROW_DONOR_PODS = 16
 """Bins with more pods are not emptied into larger offerings: their pods move one by one, and
 the saving (another bin's price less the extras) is in bins holding few pods."""
 _GROW_CANDIDATES = 16
+_GROW_OFFERINGS = 256
+"""Offerings weighed per pod by ``_Growth.cheapest``, by price from the candidates' own."""
 """Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
 
 
@@ -673,6 +697,26 @@ class _Consolidation:
         return merged
 
 
+def _zone_bound(problem: Problem) -> frozenset[str]:
+    """Return the classes whose pods must keep their zone: under zonal topology or in gangs."""
+    zonal = {
+        t.id
+        for t in problem.topology
+        if isinstance(t, Affinity) or getattr(t, "key", None) is TopologyKey.ZONE
+    }
+    carriers = {
+        k
+        for t in problem.topology
+        if isinstance(t, CoLocation) and t.key is TopologyKey.ZONE
+        for k in t.carriers
+    }
+    return frozenset(
+        c.key
+        for c in problem.classes
+        if c.gang is not None or c.topology & zonal or c.key in carriers
+    )
+
+
 def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
     """Return the offerings per (pool, zone), cheapest first, one of each alike set.
 
@@ -703,9 +747,12 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
     search = _Search(problem, plan, deadline)
     changed = False
     # cheap moves first, in every domain, then dearer ones, as time allows
-    for move in (search.empty, search.grow, search.consolidate):
-        for key, members in search.domains.items():
-            changed |= move(key, members)
+    for key, members in search.domains.items():
+        changed |= search.empty(key, members)
+    for pool in search.pools:
+        changed |= search.grow(pool)
+    for key, members in search.domains.items():
+        changed |= search.consolidate(key, members)
     if not changed:
         return plan
     alive = [b for b in search.bins if b.alive]
@@ -726,6 +773,7 @@ class _Search:
         self.domains: defaultdict[tuple[str, str], list[_Bin]] = defaultdict(list)
         for b in self.bins:
             self.domains[b.t.pool, b.t.zone].append(b)
+        self.pools = sorted({pool for pool, _ in self.domains})
         self.offerings = _offerings(problem)
         self.ledger = _Ledger(problem, self.bins)
         self.deadline = deadline
@@ -760,13 +808,21 @@ class _Search:
         self.bins.extend(made)
         return bool(made)
 
-    def grow(self, key: tuple[str, str], members: list[_Bin]) -> bool:
-        """Empty the domain's live bins into others moved to larger offerings."""
-        alive = [b for b in members if b.alive]
+    def grow(self, pool: str) -> bool:
+        """Empty the pool's live bins into others moved to larger offerings of their zones.
+
+        Pods free of zonal rules (zone topology, gangs) may go to a bin of another zone.
+        """
+        alive = [b for (p, _), members in self.domains.items() if p == pool for b in members]
+        alive = [b for b in alive if b.alive]
         if len(alive) < _PAIR or self._late():
             return False
+        offerings = sorted(
+            (t for (p, _), ts in self.offerings.items() if p == pool for t in ts),
+            key=lambda t: (t.price_micros, t.id),
+        )
         changed = False
-        domain = _Domain(self.rules, alive, self.names, self.offerings.get(key, []))
+        domain = _Domain(self.rules, alive, self.names, offerings)
         for i in sorted(range(len(domain.bins)), key=lambda i: (domain.bins[i].fill(), -i)):
             if self._late():
                 break

@@ -92,10 +92,10 @@ def test_a_bin_without_room_elsewhere_stays_and_the_plan_is_returned_as_is() -> 
     assert improve(p, start) is start
 
 
-def test_pods_never_move_across_zones_or_pools() -> None:
+def test_pods_under_zonal_rules_never_move_across_zones_or_pools() -> None:
     p = Problem(
         (bt("a1", 4000, 8192, 400, zone="a"), bt("b1", 4000, 8192, 400, zone="b")),
-        (pc("x", 2, 1000, 1024, ["a1", "b1"]),),
+        (pc("x", 2, 1000, 1024, ["a1", "b1"], topology=frozenset({"zs"})),),
         topology=(SpreadConstraint("zs", TopologyKey.ZONE, 1, zones=("a", "b")),),
     )
     start = _plan(p, [("a1", {"x": 1}), ("b1", {"x": 1})])
@@ -239,3 +239,38 @@ def test_growing_needs_a_saving_allowed_offerings_and_max_count() -> None:
     for p in (dear, _growth_problem(m_max_count=1), _growth_problem(y_types=("s",))):
         start = _plan(p, _GROWTH_START)
         assert improve(p, start) is start
+
+
+def _two_zones(zonal: frozenset[str] = frozenset()) -> Problem:
+    types = (
+        bt("s-a", 2000, 8192, 200, zone="a"),
+        bt("m-a", 3000, 8192, 290, zone="a"),
+        bt("s-b", 2000, 8192, 200, zone="b"),
+        bt("m-b", 3000, 8192, 290, zone="b"),
+    )
+    ids = [t.id for t in types]
+    return Problem(
+        types,
+        (
+            pc("x", 1, 1500, 1024, ids, topology=frozenset({"ha"}) | zonal),
+            pc("y", 1, 900, 1024, ids, topology=zonal),
+        ),
+        topology=(
+            AntiAffinity("ha", TopologyKey.HOSTNAME),
+            SpreadConstraint("zs", TopologyKey.ZONE, 1, zones=("a", "b")),
+        ),
+    )
+
+
+def test_pods_free_of_zonal_rules_join_a_grown_bin_in_another_zone() -> None:
+    p = _two_zones()
+    start = _plan(p, [("s-a", {"x": 1}), ("s-b", {"y": 1})])
+    out = improve(p, start)
+    assert violations(p, out) == []
+    assert [(b.bin_type, dict(b.placement.counts)) for b in out.new_bins] == [
+        ("m-a", {"x": 1, "y": 1})
+    ]
+    # under a zone spread, both keep their zones
+    spread = _two_zones(frozenset({"zs"}))
+    start = _plan(spread, [("s-a", {"x": 1}), ("s-b", {"y": 1})])
+    assert improve(spread, start) is start
