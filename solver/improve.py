@@ -487,6 +487,7 @@ _GROW_DONOR_PODS = 16
 """Bins with more pods are not emptied into larger offerings: their pods move one by one, and
 the saving (another bin's price less the extras) is in bins holding few pods."""
 _GROW_CANDIDATES = 16
+"""Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
 _GROW_OFFERINGS = 256
 """Offerings weighed per pod by ``_Growth.cheapest``, by price from the candidates' own."""
 """Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
