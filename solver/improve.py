@@ -490,7 +490,6 @@ _GROW_CANDIDATES = 16
 """Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
 _GROW_OFFERINGS = 256
 """Offerings weighed per pod by ``_Growth.cheapest``, by price from the candidates' own."""
-"""Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
 
 
 _PAIR = 2
