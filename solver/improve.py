@@ -1,6 +1,6 @@
 """Local search on a plan's new bins: empty bins into others, consolidate sets.
 
-Rounding an LP or packing greedily leaves room on many bins. Three moves turn that room into
+Rounding an LP or packing greedily leaves room on many bins. Four moves turn that room into
 savings, the way Karpenter's consolidation would after the fact, but before anything is bought:
 
 * **empty**: move every pod of a bin onto other new bins of its zone and pool, then drop it;
@@ -11,7 +11,9 @@ savings, the way Karpenter's consolidation would after the fact, but before anyt
   zone too for pods under zonal topology or in gangs), moving those to larger offerings of
   their zones where they lack room, when the extra price is less than the dropped bin's.
   This is what packs pods that must keep apart (hostname anti-affinity and spread), where
-  no two bins may merge: the others' pods join them instead.
+  no two bins may merge: the others' pods join them instead;
+* **swap**: trade a pod of a bin for a smaller one of another bin of its zone and pool that
+  has room for it, when the first bin then fits a cheaper offering (``_Swaps``).
 
 All keep every bin in its zone and pool, and pods in their pool, so pool weights stay as they
 were, and pods under zonal rules (spreads, affinities, co-location on zone; gang members) in
@@ -280,7 +282,8 @@ class _Domain:
             dtype=np.int64,
         )
 
-    def _refresh(self, i: int) -> None:
+    def refresh(self, i: int) -> None:
+        """Recompute bin ``i``'s row of room after its pods or offering changed."""
         self.free[i] = self._row(self.bins[i])
 
     def empty(self, i: int) -> bool:
@@ -304,14 +307,14 @@ class _Domain:
                     after = [d.get(key, 0) for d in b.devices]
                     diff = [x - (before[d] if d < len(before) else 0) for d, x in enumerate(after)]
                 moves.append(_Move(j, key, got, diff))
-                self._refresh(j)
+                self.refresh(j)
                 left -= got
                 if not left:
                     break
             if left:
                 for m in reversed(moves):
                     rules.remove(self.bins[m.target], m.key, m.count, m.devices)
-                    self._refresh(m.target)
+                    self.refresh(m.target)
                 return False
         donor.alive = False
         self.alive[i] = False
@@ -382,7 +385,7 @@ class _Domain:
             if got:
                 moves.append(_Move(j, c.key, got, None))
                 n -= got
-            self._refresh(j)
+            self.refresh(j)
             self.growth.refresh(j, b)
             if not got:
                 return None
@@ -395,7 +398,7 @@ class _Domain:
         for j, t in retyped.items():
             self._retype(j, t)
         for j in {m.target for m in moves} | set(retyped):
-            self._refresh(j)
+            self.refresh(j)
             self.growth.refresh(j, self.bins[j])
         return False
 
@@ -483,6 +486,10 @@ class _Growth:
         return int(candidates[n]), self.offerings[int(first[n])]
 
 
+_SWAP_TRIES = 32
+"""Classes a bin's pod is tried against per swap, by saving (each needs a bin to give one)."""
+_SWAPS_PER_BIN = 2
+"""Swaps ``_Swaps.run`` may make for one bin in a row."""
 _GROW_DONOR_PODS = 16
 """Bins with more pods are not emptied into larger offerings: their pods move one by one, and
 the saving (another bin's price less the extras) is in bins holding few pods."""
@@ -490,6 +497,133 @@ _GROW_CANDIDATES = 16
 """Bins weighed per pod by ``_Growth.cheapest``: those with the most room left."""
 _GROW_OFFERINGS = 256
 """Offerings weighed per pod by ``_Growth.cheapest``, by price from the candidates' own."""
+
+
+class _Swaps:
+    """Swap one pod of a bin for a smaller one of another bin, so the first gets cheaper.
+
+    Bin ``A`` gives a pod of class ``a`` and takes one of class ``b`` from bin ``B``; ``B``
+    keeps its offering (the ``a`` pod fits in its room once ``b`` is gone), ``A`` moves to
+    the cheapest offering of its domain holding its new pods, which must cost less than its
+    own. Fractions, carriers and targets of co-locations never swap; hostname caps hold on
+    both bins.
+    """
+
+    def __init__(self, domain: _Domain, offerings: list[BinType], ledger: _Ledger) -> None:
+        self.d, self.offerings, self.ledger = domain, offerings, ledger
+        rules = domain.rules
+        self.cap = np.array(
+            [[t.capacity.get(r, 0) for r in domain.names] for t in offerings], dtype=np.int64
+        ).reshape(len(offerings), len(domain.names))
+        self.price = np.array([t.price_micros for t in offerings], dtype=np.int64)
+        present = sorted({k for b in domain.bins for k in b.counts})
+        self.index = {k: n for n, k in enumerate(present)}
+        self.demand = np.array(
+            [[rules.classes[k].demand.get(r, 0) for r in domain.names] for k in present],
+            dtype=np.int64,
+        ).reshape(len(present), len(domain.names))
+        self.allowed = np.array(
+            [[t.id in rules.classes[k].allowed_bin_types for t in offerings] for k in present],
+            dtype=np.bool_,
+        ).reshape(len(present), len(offerings))
+        self.swappable = np.array([self._swappable(k) for k in present], dtype=np.bool_)
+        # the least of every resource a swappable pod asks (a bin can shrink no further)
+        smallest = self.demand[self.swappable] if self.swappable.any() else self.demand[:0]
+        self.least = smallest.min(axis=0) if len(smallest) else np.zeros(len(domain.names))
+        self.keys = present
+        self.holders: defaultdict[str, set[int]] = defaultdict(set)
+        for j, b in enumerate(domain.bins):
+            for k in b.counts:
+                self.holders[k].add(j)
+
+    def _swappable(self, key: str) -> bool:
+        rules = self.d.rules
+        c = rules.classes[key]
+        if c.gpu_fraction_milli or key in rules.needs:
+            return False
+        return not any(g in rules.tracked and g not in rules.caps for g in c.topology)
+
+    def run(self, i: int) -> bool:
+        """Make the best swap that makes bin ``i`` cheaper; return whether one was made."""
+        d, donor = self.d, self.d.bins[i]
+        # only offerings cheaper than the bin's own can make it cheaper
+        w = int(np.searchsorted(self.price, donor.t.price_micros))
+        if not d.alive[i] or donor.load or w == 0:
+            return False
+        used = np.array([donor.used[r] for r in d.names], dtype=np.int64)
+        best: tuple[int, str, str, int, int] | None = None
+        for a in donor.counts:
+            ia = self.index[a]
+            lightest = used - self.demand[ia] + self.least
+            if not self.swappable[ia] or not (self.cap[:w] >= lightest).all(axis=1).any():
+                continue
+            rest = np.ones(w, dtype=np.bool_)
+            for key in donor.counts:
+                if key != a or donor.counts[a] > 1:
+                    rest &= self.allowed[self.index[key], :w]
+            need = used - self.demand[ia] + self.demand  # per class b
+            ok = (self.cap[None, :w, :] >= need[:, None, :]).all(axis=2)
+            ok &= rest[None, :] & self.allowed[:, :w] & self.swappable[:, None]
+            ok[ia] = False
+            first = np.argmax(ok, axis=1)
+            saving = np.where(
+                ok[np.arange(len(self.keys)), first], donor.t.price_micros - self.price[first], 0
+            )
+            # the dearest saving first; the first class another bin can give is the best one
+            for ib in np.argsort(-saving, kind="stable")[:_SWAP_TRIES].tolist():
+                if saving[ib] <= 0 or (best is not None and saving[ib] <= best[0]):
+                    break
+                j = self._taker(i, a, self.keys[ib])
+                if j is not None:
+                    best = (int(saving[ib]), a, self.keys[ib], j, int(first[ib]))
+                    break
+        return best is not None and self._apply(i, best[1:])
+
+    def _apply(self, i: int, swap: tuple[str, str, int, int]) -> bool:
+        a, b, j, o = swap
+        d, donor, taker = self.d, self.d.bins[i], self.d.bins[j]
+        if not self.ledger.retype([(donor.t, self.offerings[o])]):
+            return False
+        rules = d.rules
+        rules.remove(donor, a, 1, None)
+        rules.remove(taker, b, 1, None)
+        donor.t = self.offerings[o]
+        if rules.add(donor, rules.classes[b], 1) != 1 or rules.add(taker, rules.classes[a], 1) != 1:
+            raise AssertionError("a checked swap was refused")  # pragma: no cover
+        for x in (i, j):
+            d.refresh(x)
+            for k in (a, b):
+                if d.bins[x].counts.get(k):
+                    self.holders[k].add(x)
+                else:
+                    self.holders[k].discard(x)
+        return True
+
+    def _taker(self, i: int, a: str, b: str) -> int | None:
+        """Return a live bin other than ``i`` holding ``b`` that holds ``a`` in its place."""
+        d = self.d
+        ca, cb = d.rules.classes[a], d.rules.classes[b]
+        if not self._caps_allow(d.bins[i], ca, cb):
+            return None
+        held = self.holders[b] - {i}
+        if not held:
+            return None
+        rows = np.fromiter(sorted(held), dtype=np.intp, count=len(held))
+        change = self.demand[self.index[b]] - self.demand[self.index[a]]
+        k = len(d.names)
+        room = d.alive[rows] & (d.free[rows, :k] + change >= 0).all(axis=1)
+        for j in rows[room].tolist():
+            x = d.bins[j]
+            if x.t.id in ca.allowed_bin_types and self._caps_allow(x, cb, ca):
+                return int(j)
+        return None
+
+    def _caps_allow(self, x: _Bin, out: PodClass, into: PodClass) -> bool:
+        """Return whether ``x``'s hostname caps allow one ``into`` in place of one ``out``."""
+        caps = self.d.rules.caps
+        return all(
+            x.group[g] - (g in out.topology) + 1 <= caps[g] for g in into.topology if g in caps
+        )
 
 
 _PAIR = 2
@@ -733,12 +867,13 @@ def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
 
 
 def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
-    """Return ``plan`` with bins emptied into others (``plan`` itself when none empties).
+    """Return ``plan`` with bins emptied, merged or shrunk (``plan`` itself when none saves).
 
-    Per zone and pool: bins are emptied into the room of others, then into others moved to
-    larger offerings where that costs less than the emptied bin (``_Domain.empty_growing``),
-    then sets of bins are consolidated; each move in every domain before the next, so the
-    cheaper moves are done when the deadline comes.
+    Per zone and pool: bins are emptied into the room of others, then (per pool) into others
+    moved to larger offerings where that costs less than the emptied bin
+    (``_Domain.empty_growing``), then sets of bins are consolidated, then pods are swapped so
+    bins shrink (``_Swaps``); each move in every domain before the next, so the cheaper moves
+    are done when the deadline comes.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
@@ -753,6 +888,8 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
         changed |= search.grow(pool)
     for key, members in search.domains.items():
         changed |= search.consolidate(key, members)
+    for key, members in search.domains.items():
+        changed |= search.swap(key, members)
     if not changed:
         return plan
     alive = [b for b in search.bins if b.alive]
@@ -807,6 +944,22 @@ class _Search:
         made = _Consolidation(self.rules, offerings, self.ledger).run(members, self.deadline)
         self.bins.extend(made)
         return bool(made)
+
+    def swap(self, key: tuple[str, str], members: list[_Bin]) -> bool:
+        """Swap pods between the domain's live bins so that bins move to cheaper offerings."""
+        alive = [b for b in members if b.alive]
+        if len(alive) < _PAIR or self._late():
+            return False
+        domain = _Domain(self.rules, alive, self.names)
+        swaps = _Swaps(domain, self.offerings.get(key, []), self.ledger)
+        changed = False
+        # dearest first: they have the most to save
+        for i in sorted(range(len(domain.bins)), key=lambda i: -domain.bins[i].t.price_micros):
+            for _ in range(_SWAPS_PER_BIN):
+                if self._late() or not swaps.run(i):
+                    break
+                changed = True
+        return changed
 
     def grow(self, pool: str) -> bool:
         """Empty the pool's live bins into others moved to larger offerings of their zones.

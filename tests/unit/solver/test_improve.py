@@ -274,3 +274,37 @@ def test_pods_free_of_zonal_rules_join_a_grown_bin_in_another_zone() -> None:
     spread = _two_zones(frozenset({"zs"}))
     start = _plan(spread, [("s-a", {"x": 1}), ("s-b", {"y": 1})])
     assert improve(spread, start) is start
+
+
+def _swap_problem(apart: bool = False) -> Problem:
+    group = frozenset({"ha"}) if apart else frozenset()
+    ids = ["t1", "t2", "t3"]
+    return Problem(
+        (bt("t1", 1000, 8192, 100), bt("t2", 2000, 8192, 250), bt("t3", 3000, 8192, 250)),
+        (
+            pc("a", 1, 1500, 1024, ids, topology=group),
+            pc("b", 1, 500, 1024, ids),
+            pc("c", 1, 1500, 1024, ids, topology=group),
+        ),
+        topology=(AntiAffinity("ha", TopologyKey.HOSTNAME),),
+    )
+
+
+def test_a_pod_swapped_for_a_smaller_one_moves_its_bin_to_a_cheaper_offering() -> None:
+    p = _swap_problem()
+    start = _plan(p, [("t2", {"a": 1}), ("t3", {"b": 1, "c": 1})])
+    out = improve(p, start)
+    assert violations(p, out) == []
+    # nothing empties or merges (3500 millicores), but "a" and "b" trade places
+    assert sorted((b.bin_type, sorted(b.placement.counts)) for b in out.new_bins) == [
+        ("t1", ["b"]),
+        ("t3", ["a", "c"]),
+    ]
+    assert out.cost_micros == 350 < start.cost_micros == 500
+
+
+def test_swaps_keep_hostname_caps() -> None:
+    # "a" and "c" keep apart: the one saving swap would put them together
+    p = _swap_problem(apart=True)
+    start = _plan(p, [("t2", {"a": 1}), ("t3", {"b": 1, "c": 1})])
+    assert improve(p, start) is start
