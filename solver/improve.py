@@ -68,6 +68,10 @@ class _Bin:
     """Milli-GPU used per device (parallel to ``devices``)."""
     alive: bool = True
 
+    def npods(self) -> int:
+        """Return how many pods the bin holds."""
+        return sum(self.counts.values())
+
     def fill(self) -> float:
         """Return the largest share of a resource the pods use (0 = empty)."""
         return max(
@@ -486,6 +490,8 @@ class _Growth:
         return int(candidates[n]), self.offerings[int(first[n])]
 
 
+_SWAP_DONOR_PODS = 16
+"""Bins with more pods do not swap: one pod less rarely lets a large bin shrink."""
 _SWAP_TRIES = 32
 """Classes a bin's pod is tried against per swap, by saving (each needs a bin to give one)."""
 _SWAPS_PER_BIN = 2
@@ -548,7 +554,7 @@ class _Swaps:
         d, donor = self.d, self.d.bins[i]
         # only offerings cheaper than the bin's own can make it cheaper
         w = int(np.searchsorted(self.price, donor.t.price_micros))
-        if not d.alive[i] or donor.load or w == 0:
+        if not d.alive[i] or donor.load or w == 0 or donor.npods() > _SWAP_DONOR_PODS:
             return False
         used = np.array([donor.used[r] for r in d.names], dtype=np.int64)
         best: tuple[int, str, str, int, int] | None = None
