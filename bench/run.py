@@ -194,8 +194,8 @@ def _run_case(name: str, size: int, repetitions: int, time_limit: float | None) 
             timings.append(seconds)
             plans.append(plan)
     timings.sort()
-    costs = sorted(p["costPerHour"] for p in plans)
-    plan = sorted(plans, key=lambda p: float(p["costPerHour"]))[len(plans) // 2]
+    plans.sort(key=lambda p: float(p["costPerHour"]))
+    plan = plans[len(plans) // 2]
     return CaseResult(
         workload=name,
         pods=size,
@@ -203,7 +203,7 @@ def _run_case(name: str, size: int, repetitions: int, time_limit: float | None) 
         p50=statistics.median(timings),
         p99=timings[min(len(timings) - 1, round(0.99 * (len(timings) - 1)))],
         cost=plan["costPerHour"],
-        cost_range=(costs[0], costs[-1]),
+        cost_range=(plans[0]["costPerHour"], plans[-1]["costPerHour"]),
         greedy_cost=greedy_plan["costPerHour"],
         greedy_seconds=greedy_seconds,
         lower_bound=plan["lowerBoundPerHour"],

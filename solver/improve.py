@@ -41,7 +41,6 @@ from solver.bounds import hostname_caps
 from solver.colgen import needy_carriers
 from solver.problem import (
     GPU_MILLI,
-    Affinity,
     BinType,
     CoLocation,
     NewBin,
@@ -49,8 +48,10 @@ from solver.problem import (
     PodClass,
     Problem,
     Solution,
+    SpreadConstraint,
     TopologyKey,
 )
+from solver.rounding import zone_bound
 
 
 @dataclass(slots=True)
@@ -224,10 +225,13 @@ class _Domain:
         bins: list[_Bin],
         names: list[str],
         offerings: list[BinType] | None = None,
+        *,
+        growing: bool = False,
     ) -> None:
         # fullest first: they take moved pods first, so the room left stays in few bins
         self.bins = sorted(bins, key=lambda b: -b.fill())
-        self.growth = _Growth(rules, offerings or [], names, self.bins)
+        self.offerings = _Offerings(offerings or [], names)
+        self.growth = _Growth(rules, self.offerings, names, self.bins) if growing else None
         self.failed: dict[tuple[frozenset[tuple[str, int]], int], int] = {}
         self.emptied = 0
         """Bins emptied by ``empty_growing``; ``failed`` maps bins alike to that count then."""
@@ -253,7 +257,7 @@ class _Domain:
             mask = self.allowed[c.allowed_bin_types] = per_type[self.type_index]
         return mask
 
-    def _retype(self, j: int, t: BinType) -> None:
+    def retype(self, j: int, t: BinType) -> None:
         """Move bin ``j`` to offering ``t`` (its pods stay)."""
         self.bins[j].t = t
         if t.id not in self.type_ids:
@@ -287,8 +291,10 @@ class _Domain:
         )
 
     def refresh(self, i: int) -> None:
-        """Recompute bin ``i``'s row of room after its pods or offering changed."""
+        """Recompute bin ``i``'s rows (room, growth) after its pods or offering changed."""
         self.free[i] = self._row(self.bins[i])
+        if self.growth is not None:
+            self.growth.refresh(i, self.bins[i])
 
     def empty(self, i: int) -> bool:
         """Move every pod of bin ``i`` onto the others (fullest first); undo all if one stays."""
@@ -332,7 +338,7 @@ class _Domain:
         cost less than bin ``i``, and pool limits and ``max_count`` allow the new offerings.
         """
         rules, donor = self.rules, self.bins[i]
-        if not self.alive[i] or sum(donor.counts.values()) > _GROW_DONOR_PODS:
+        if self.growth is None or not self.alive[i] or donor.npods() > _GROW_DONOR_PODS:
             return False
         if any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
             return False  # fractions keep to the plain moves (device by device)
@@ -365,6 +371,7 @@ class _Domain:
         self, i: int, c: PodClass, n: int, done: tuple[list[_Move], dict[int, BinType]]
     ) -> int | None:
         """Place ``n`` pods of ``c`` off bin ``i``; return the extra price (None: no room)."""
+        assert self.growth is not None  # noqa: S101 - empty_growing checked
         moves, retyped = done
         k = len(self.names)
         need = self._need(c)
@@ -383,14 +390,13 @@ class _Domain:
             if t is not None and t.id != b.t.id:
                 retyped.setdefault(j, b.t)
                 extra += t.price_micros - b.t.price_micros
-                self._retype(j, t)
+                self.retype(j, t)
             # as many as fit where one fits as it is; one where the bin grew for it
             got = self.rules.add(b, c, n if t is None else 1)
             if got:
                 moves.append(_Move(j, c.key, got, None))
                 n -= got
             self.refresh(j)
-            self.growth.refresh(j, b)
             if not got:
                 return None
         return extra
@@ -400,24 +406,17 @@ class _Domain:
         for m in reversed(moves):
             self.rules.remove(self.bins[m.target], m.key, m.count, m.devices)
         for j, t in retyped.items():
-            self._retype(j, t)
+            self.retype(j, t)
         for j in {m.target for m in moves} | set(retyped):
             self.refresh(j)
-            self.growth.refresh(j, self.bins[j])
         return False
 
 
-class _Growth:
-    """A domain's offerings against its bins: the cheapest offering holding a bin plus a pod.
+class _Offerings:
+    """A domain's offerings, cheapest first, as arrays over the resources ``names``."""
 
-    Per bin: its offering's capacity and which offerings every class on it allows (and have
-    the GPU devices its fractions use), as arrays kept in step with the moves.
-    """
-
-    def __init__(
-        self, rules: _Rules, offerings: list[BinType], names: list[str], bins: list[_Bin]
-    ) -> None:
-        self.rules, self.offerings, self.names, self.bins = rules, offerings, names, bins
+    def __init__(self, offerings: list[BinType], names: list[str]) -> None:
+        self.list = offerings
         self.cap = np.array(
             [[t.capacity.get(r, 0) for r in names] for t in offerings], dtype=np.int64
         ).reshape(len(offerings), len(names))
@@ -428,28 +427,42 @@ class _Growth:
             for z in {t.zone for t in offerings}
         }
         self.masks: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
-        self.own = np.zeros((len(bins), len(names)), dtype=np.int64)
-        self.current = np.zeros(len(bins), dtype=np.int64)
-        self.allowed = np.zeros((len(bins), len(offerings)), dtype=np.bool_)
-        for j, b in enumerate(bins):
-            self.refresh(j, b)
 
-    def _mask(self, allowed: frozenset[str]) -> npt.NDArray[np.bool_]:
+    def mask(self, allowed: frozenset[str]) -> npt.NDArray[np.bool_]:
+        """Return which offerings are in ``allowed`` (cached per set)."""
         m = self.masks.get(allowed)
         if m is None:
-            ids = (t.id in allowed for t in self.offerings)
-            m = self.masks[allowed] = np.fromiter(ids, dtype=np.bool_, count=len(self.offerings))
+            ids = (t.id in allowed for t in self.list)
+            m = self.masks[allowed] = np.fromiter(ids, dtype=np.bool_, count=len(self.list))
         return m
+
+
+class _Growth:
+    """A domain's offerings against its bins: the cheapest offering holding a bin plus a pod.
+
+    Per bin: its offering's capacity and which offerings every class on it allows (and have
+    the GPU devices its fractions use), as arrays kept in step with the moves.
+    """
+
+    def __init__(
+        self, rules: _Rules, offerings: _Offerings, names: list[str], bins: list[_Bin]
+    ) -> None:
+        self.rules, self.o, self.names, self.bins = rules, offerings, names, bins
+        self.own = np.zeros((len(bins), len(names)), dtype=np.int64)
+        self.current = np.zeros(len(bins), dtype=np.int64)
+        self.allowed = np.zeros((len(bins), len(offerings.list)), dtype=np.bool_)
+        for j, b in enumerate(bins):
+            self.refresh(j, b)
 
     def refresh(self, j: int, b: _Bin) -> None:
         """Recompute bin ``j``'s row after its pods or offering changed."""
         self.own[j] = [b.t.capacity.get(r, 0) for r in self.names]
         self.current[j] = b.t.price_micros
-        zone = self.in_zone.get(b.t.zone)
-        mask = self.gpus >= len(b.load)
+        zone = self.o.in_zone.get(b.t.zone)
+        mask = self.o.gpus >= len(b.load)
         mask = mask & zone if zone is not None else np.zeros_like(mask)
         for key in b.counts:
-            mask = mask & self._mask(self.rules.classes[key].allowed_bin_types)
+            mask = mask & self.o.mask(self.rules.classes[key].allowed_bin_types)
         self.allowed[j] = mask
 
     def cheapest(
@@ -462,7 +475,7 @@ class _Growth:
         ``candidates``: bins whose hostname rules take the pod; ``free``: room per bin in
         ``names``. Only the ``_GROW_CANDIDATES`` bins with the most room are weighed.
         """
-        if not candidates.size or not self.offerings:
+        if not candidates.size or not self.o.list:
             return None
         demand = np.array([c.demand.get(r, 0) for r in self.names], dtype=np.int64)
         room = free[candidates] - demand
@@ -476,18 +489,20 @@ class _Growth:
                 return j, None
         need = self.own[candidates] - room
         # bins grow: only offerings from the cheapest candidate's own price up are weighed
-        lo = int(np.searchsorted(self.price, self.current[candidates].min()))
+        lo = int(np.searchsorted(self.o.price, self.current[candidates].min()))
         span = slice(lo, lo + _GROW_OFFERINGS)
-        ok = (self.cap[None, span, :] >= need[:, None, :]).all(axis=2)
-        ok &= self.allowed[candidates, span] & self._mask(c.allowed_bin_types)[None, span]
+        ok = (self.o.cap[None, span, :] >= need[:, None, :]).all(axis=2)
+        ok &= self.allowed[candidates, span] & self.o.mask(c.allowed_bin_types)[None, span]
         first = np.argmax(ok, axis=1)
         has = ok[np.arange(len(candidates)), first]
         if not has.any():
             return None
         first += lo
-        extra = np.where(has, self.price[first] - self.current[candidates], np.iinfo(np.int64).max)
+        extra = np.where(
+            has, self.o.price[first] - self.current[candidates], np.iinfo(np.int64).max
+        )
         n = int(np.argmin(extra))
-        return int(candidates[n]), self.offerings[int(first[n])]
+        return int(candidates[n]), self.o.list[int(first[n])]
 
 
 _SWAP_DONOR_PODS = 16
@@ -515,13 +530,10 @@ class _Swaps:
     both bins.
     """
 
-    def __init__(self, domain: _Domain, offerings: list[BinType], ledger: _Ledger) -> None:
-        self.d, self.offerings, self.ledger = domain, offerings, ledger
-        rules = domain.rules
-        self.cap = np.array(
-            [[t.capacity.get(r, 0) for r in domain.names] for t in offerings], dtype=np.int64
-        ).reshape(len(offerings), len(domain.names))
-        self.price = np.array([t.price_micros for t in offerings], dtype=np.int64)
+    def __init__(self, domain: _Domain, ledger: _Ledger) -> None:
+        self.d, self.ledger = domain, ledger
+        rules, o = domain.rules, domain.offerings
+        self.cap, self.price = o.cap, o.price
         present = sorted({k for b in domain.bins for k in b.counts})
         self.index = {k: n for n, k in enumerate(present)}
         self.demand = np.array(
@@ -529,9 +541,8 @@ class _Swaps:
             dtype=np.int64,
         ).reshape(len(present), len(domain.names))
         self.allowed = np.array(
-            [[t.id in rules.classes[k].allowed_bin_types for t in offerings] for k in present],
-            dtype=np.bool_,
-        ).reshape(len(present), len(offerings))
+            [o.mask(rules.classes[k].allowed_bin_types) for k in present], dtype=np.bool_
+        ).reshape(len(present), len(o.list))
         self.swappable = np.array([self._swappable(k) for k in present], dtype=np.bool_)
         # the least of every resource a swappable pod asks (a bin can shrink no further)
         smallest = self.demand[self.swappable] if self.swappable.any() else self.demand[:0]
@@ -586,16 +597,25 @@ class _Swaps:
         return best is not None and self._apply(i, best[1:])
 
     def _apply(self, i: int, swap: tuple[str, str, int, int]) -> bool:
+        """Make the swap if the rules and the limits take it; else leave both bins as they were."""
         a, b, j, o = swap
         d, donor, taker = self.d, self.d.bins[i], self.d.bins[j]
-        if not self.ledger.retype([(donor.t, self.offerings[o])]):
-            return False
-        rules = d.rules
+        rules, old, cheaper = d.rules, donor.t, d.offerings.list[o]
         rules.remove(donor, a, 1, None)
         rules.remove(taker, b, 1, None)
-        donor.t = self.offerings[o]
-        if rules.add(donor, rules.classes[b], 1) != 1 or rules.add(taker, rules.classes[a], 1) != 1:
-            raise AssertionError("a checked swap was refused")  # pragma: no cover
+        d.retype(i, cheaper)
+        took_b = rules.add(donor, rules.classes[b], 1)
+        took_a = rules.add(taker, rules.classes[a], 1) if took_b else 0
+        done = took_a == 1 and self.ledger.retype([(old, cheaper)])
+        if not done:
+            # the array checks and the rules disagree (or the limits refuse): put back
+            if took_a:
+                rules.remove(taker, a, 1, None)
+            if took_b:
+                rules.remove(donor, b, 1, None)
+            d.retype(i, old)
+            rules.add(donor, rules.classes[a], 1)
+            rules.add(taker, rules.classes[b], 1)
         for x in (i, j):
             d.refresh(x)
             for k in (a, b):
@@ -603,7 +623,7 @@ class _Swaps:
                     self.holders[k].add(x)
                 else:
                     self.holders[k].discard(x)
-        return True
+        return done
 
     def _taker(self, i: int, a: str, b: str) -> int | None:
         """Return a live bin other than ``i`` holding ``b`` that holds ``a`` in its place."""
@@ -717,7 +737,7 @@ class _Consolidation:
             dtype=np.float64,
         ).reshape(len(offerings), len(self.names) + len(self.capped) + 1)
         self.price = np.array([t.price_micros for t in offerings], dtype=np.float64)
-        self.by_set: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+        self.allowed = _Offerings(offerings, [])
         self.by_bin: dict[int, npt.NDArray[np.bool_]] = {}
         self.by_used: dict[int, list[int]] = {}
         self.refused = np.zeros(len(offerings), dtype=np.bool_)
@@ -738,12 +758,7 @@ class _Consolidation:
         if out is None:
             out = np.ones(len(self.offerings), dtype=np.bool_)
             for k in b.counts:
-                ok = self.rules.classes[k].allowed_bin_types
-                mask = self.by_set.get(ok)
-                if mask is None:
-                    ids = (t.id in ok for t in self.offerings)
-                    mask = self.by_set[ok] = np.fromiter(ids, dtype=np.bool_)
-                out &= mask
+                out &= self.allowed.mask(self.rules.classes[k].allowed_bin_types)
             self.by_bin[id(b)] = out
         return out
 
@@ -838,23 +853,17 @@ class _Consolidation:
 
 
 def _zone_bound(problem: Problem) -> frozenset[str]:
-    """Return the classes whose pods must keep their zone: under zonal topology or in gangs."""
-    zonal = {
+    """Return the classes whose pods must keep their zone.
+
+    Those under zonal rules (``rounding.zone_bound``), zone spreads and gangs.
+    """
+    spreads = {
         t.id
         for t in problem.topology
-        if isinstance(t, Affinity) or getattr(t, "key", None) is TopologyKey.ZONE
+        if isinstance(t, SpreadConstraint) and t.key is TopologyKey.ZONE
     }
-    carriers = {
-        k
-        for t in problem.topology
-        if isinstance(t, CoLocation) and t.key is TopologyKey.ZONE
-        for k in t.carriers
-    }
-    return frozenset(
-        c.key
-        for c in problem.classes
-        if c.gang is not None or c.topology & zonal or c.key in carriers
-    )
+    other = {c.key for c in problem.classes if c.gang is not None or c.topology & spreads}
+    return frozenset(zone_bound(problem) | other)
 
 
 def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
@@ -956,8 +965,8 @@ class _Search:
         alive = [b for b in members if b.alive]
         if len(alive) < _PAIR or self._late():
             return False
-        domain = _Domain(self.rules, alive, self.names)
-        swaps = _Swaps(domain, self.offerings.get(key, []), self.ledger)
+        domain = _Domain(self.rules, alive, self.names, self.offerings.get(key, []))
+        swaps = _Swaps(domain, self.ledger)
         changed = False
         # dearest first: they have the most to save
         for i in sorted(range(len(domain.bins)), key=lambda i: -domain.bins[i].t.price_micros):
@@ -981,7 +990,7 @@ class _Search:
             key=lambda t: (t.price_micros, t.id),
         )
         changed = False
-        domain = _Domain(self.rules, alive, self.names, offerings)
+        domain = _Domain(self.rules, alive, self.names, offerings, growing=True)
         for i in sorted(range(len(domain.bins)), key=lambda i: (domain.bins[i].fill(), -i)):
             if self._late():
                 break

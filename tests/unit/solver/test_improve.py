@@ -276,11 +276,15 @@ def test_pods_free_of_zonal_rules_join_a_grown_bin_in_another_zone() -> None:
     assert improve(spread, start) is start
 
 
-def _swap_problem(apart: bool = False) -> Problem:
+def _swap_problem(apart: bool = False, t1_max: int | None = None) -> Problem:
     group = frozenset({"ha"}) if apart else frozenset()
     ids = ["t1", "t2", "t3"]
     return Problem(
-        (bt("t1", 1000, 8192, 100), bt("t2", 2000, 8192, 250), bt("t3", 3000, 8192, 250)),
+        (
+            bt("t1", 1000, 8192, 100, max_count=t1_max),
+            bt("t2", 2000, 8192, 250),
+            bt("t3", 3000, 8192, 250),
+        ),
         (
             pc("a", 1, 1500, 1024, ids, topology=group),
             pc("b", 1, 500, 1024, ids),
@@ -306,5 +310,11 @@ def test_a_pod_swapped_for_a_smaller_one_moves_its_bin_to_a_cheaper_offering() -
 def test_swaps_keep_hostname_caps() -> None:
     # "a" and "c" keep apart: the one saving swap would put them together
     p = _swap_problem(apart=True)
+    start = _plan(p, [("t2", {"a": 1}), ("t3", {"b": 1, "c": 1})])
+    assert improve(p, start) is start
+
+
+def test_swaps_keep_max_count() -> None:
+    p = _swap_problem(t1_max=0)
     start = _plan(p, [("t2", {"a": 1}), ("t3", {"b": 1, "c": 1})])
     assert improve(p, start) is start
