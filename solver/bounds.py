@@ -136,6 +136,8 @@ class _Fluid:
     """Whether a rep may use a type: allowed and one pod fits an empty bin (T, n)."""
     bins: float
     """A bound in dollars from the number of bins alone (see ``_rows_of``)."""
+    large: npt.NDArray[np.bool_]
+    """Rows that also get a large-pod row per offering (resources and GPUs, (R,))."""
 
 
 def _dff(fraction: int, k: int) -> float:
@@ -252,6 +254,7 @@ def _rows_of(
     for r in sorted({r for c in reps for r, v in c.demand.items() if v > 0} - {gpu}):
         coef.append([float(c.demand.get(r, 0)) for c in reps])
         cap.append([float(t.capacity.get(r, 0)) for t in types])
+    large = len(coef) + 1  # the resources and the first GPU row
     whole = [GPU_MILLI * c.demand.get(gpu, 0) for c in reps]
     fracs = [c.gpu_fraction_milli for c in reps]
     gcap = [float(GPU_MILLI * t.capacity.get(gpu, 0)) for t in types]
@@ -285,6 +288,7 @@ def _rows_of(
         price=price,
         eligible=eligible,
         bins=bins,
+        large=np.arange(len(coef)) < large,
     )
 
 
@@ -327,6 +331,7 @@ class _Master:
         self.objective.SetMinimization()
         self.types: list[int] = []
         self.rows: list[list[tuple[int, pywraplp.Constraint]]] = []
+        self.large: list[list[tuple[int, pywraplp.Constraint]]] = []
         self.covers: list[npt.NDArray[np.bool_]] = []
 
     def add(self, t: int) -> None:
@@ -334,6 +339,10 @@ class _Master:
 
         Row ``r`` of ``t`` reads ``sum_c coef_rc z_ct / cap_rt <= y_t``; its dual divided by
         ``cap_rt`` is the row's price ``u_r`` in the certificate (see ``certificates``).
+        Each resource row with a pod larger than half the capacity also gets a large-pod row
+        ``sum_c u(coef_rc / cap_rt) z_ct <= y_t`` with the dual feasible function ``u(x) = 1``
+        above 1/2, ``1/2`` at 1/2, else 0: one bin holds at most one pod larger than half of
+        it (or two of exactly half), so every packing satisfies it.
         """
         d, s = self.data, self.solver
         inf = s.infinity()
@@ -354,8 +363,20 @@ class _Master:
             for j, a in zip(used.tolist(), (d.coef[r, reps[used]] / cap).tolist(), strict=True):
                 ct.SetCoefficient(zs[j], a)
             rows.append((r, ct))
+        large: list[tuple[int, pywraplp.Constraint]] = []
+        for r in np.flatnonzero(d.large).tolist():
+            cap = float(d.cap[r, t])
+            twice = 2 * d.coef[r, reps]
+            if cap <= 0 or not (twice > cap).any():
+                continue
+            ct = s.Constraint(-inf, 0)
+            ct.SetCoefficient(y, -1)
+            for j in np.flatnonzero(twice >= cap).tolist():
+                ct.SetCoefficient(zs[j], 1.0 if twice[j] > cap else 0.5)
+            large.append((r, ct))
         self.types.append(t)
         self.rows.append(rows)
+        self.large.append(large)
         # offerings whose eligible reps are all eligible on t (t's certificate applies to them)
         self.covers.append(~(d.eligible & ~d.eligible[t]).any(axis=1))
 
@@ -383,6 +404,29 @@ class _Master:
         for m, (t, rows) in enumerate(zip(self.types, self.rows, strict=True)):
             for r, ct in rows:
                 out[m, r] = max(0.0, -ct.dual_value()) / float(d.cap[r, t])
+        return out
+
+    def large_uppers(self) -> npt.NDArray[np.float64] | None:
+        """Return what the large-pod rows add to the certificates (master types x types).
+
+        With ``e_r`` the dual of master offering ``t0``'s large-pod row ``r``, rep ``c``
+        also gets ``e_r u(coef_rc / cap_r,t0)`` in its certificate. In one bin of ``t`` those
+        terms sum to at most ``e_r`` when ``cap_rt <= cap_r,t0`` (``u`` only grows, and ``t``'s
+        own large-pod row holds), and else to at most ``e_r * 2 cap_rt / cap_r,t0`` (as
+        ``u(x) <= 2x``). None when no large-pod row has a dual.
+        """
+        d = self.data
+        duals = np.zeros((len(self.types), d.coef.shape[0]), dtype=np.float64)
+        for m, rows in enumerate(self.large):
+            for r, ct in rows:
+                duals[m, r] = max(0.0, -ct.dual_value())
+        if not duals.any():
+            return None
+        own = d.cap[:, self.types].T  # (M, R): the master offerings' capacities
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grown = np.where(own[:, :, None] > 0, 2 * d.cap[None, :, :] / own[:, :, None], 0.0)
+        factor = np.where(d.cap[None, :, :] <= own[:, :, None], 1.0, grown)
+        out: npt.NDArray[np.float64] = np.einsum("mr,mrt->mt", duals, factor)
         return out
 
 
@@ -420,9 +464,12 @@ def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
         if not master.solve(deadline):
             return value
         pi = master.duals()
-        certs = master.certificates()
+        certs = master.certificates() @ data.cap
+        extra = master.large_uppers()
+        if extra is not None:
+            certs += extra
         sub = np.array(master.covers)
-        upper = np.where(sub, certs @ data.cap, np.inf).min(axis=0)
+        upper = np.where(sub, certs, np.inf).min(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(upper > 0, data.price / upper, np.inf)
         theta = min(1.0, float(ratio.min()))

@@ -208,6 +208,25 @@ def test_a_linear_catalog_is_never_weaker_than_the_resource_bound() -> None:
     assert fluid_bound(p, demand) >= resource_bound(p, demand) > 0
 
 
+def test_pods_larger_than_half_a_bin_take_a_bin_each() -> None:
+    # 600m pods on 1000m bins: CPU alone says 1.8 bins, one bin holds one such pod
+    p = Problem((bt("t", 1000, 4096, 1000),), (pc("a", 3, 600, 100, ["t"]),))
+    assert fluid_bound(p, {"a": 3}) == 3000
+    # exactly half: two per bin
+    p = Problem((bt("t", 1000, 4096, 1000),), (pc("a", 3, 500, 100, ["t"]),))
+    assert fluid_bound(p, {"a": 3}) == 1500
+
+
+def test_large_pod_rows_only_bind_where_pods_are_large() -> None:
+    # "l" costs more per resource than "s", so the LP starts from "s" alone, where each pod
+    # takes a bin; the certificate must still see that one "l" holds all three (1900 < 3000)
+    p = Problem(
+        (bt("s", 1000, 4096, 1000), bt("l", 1800, 4096, 1900)),
+        (pc("a", 3, 600, 100, ["s", "l"]),),
+    )
+    assert fluid_bound(p, {"a": 3}) == 1900
+
+
 def test_gpu_fractions_above_half_take_a_whole_device_each() -> None:
     p = Problem((bt("g", 8000, 16384, 1000, gpus=1),), (pc("f", 3, 100, 100, ["g"]),))
     p = Problem(
