@@ -42,7 +42,8 @@
    result is never worse than either greedy plan.
 
 Time: every phase stops at ``config.time_limit_seconds``; the adaptive budget
-(``budget_seconds``: 0.4 s up to 1k pods, then 0.3 ms per pod, for the whole planning step)
+(``budget_seconds``: 0.4 s up to 1k pods, then 0.3 ms per pod, for the whole planning step;
+the whole time limit when pods request GPUs)
 ends the search earlier, as does a gap within ``relative_gap`` after the fluid bound, and
 CP-SAT stops when it has not improved for ``max(0.2 s, 30 %)`` of its running time
 (wall-clock runs only; with ``deterministic_time`` the run is reproducible and only the
@@ -471,8 +472,16 @@ def budget_seconds(problem: Problem, config: SolverConfig) -> float:
     at 20k pods): the search stops there, keeping the best plan so far, so planning stays
     within the latency targets of docs/benchmarks.md; a little is left for building the
     NodeClaims.
+
+    Problems with pods that request GPUs (whole devices or fractions) keep the whole time
+    limit: a GPU node costs tens of times a CPU node per hour and takes minutes to become
+    ready, so seconds of search that buy a few percent are worth it (the search still stops
+    early within ``relative_gap`` of the bound, or when CP-SAT stops improving).
     """
     if not config.adaptive_budget or config.deterministic_time is not None:
+        return config.time_limit_seconds
+    gpu = problem.gpu_resource
+    if any(c.count and (c.gpu_fraction_milli or c.demand.get(gpu, 0)) for c in problem.classes):
         return config.time_limit_seconds
     pods = sum(c.count for c in problem.classes)
     total = 0.4 + 3e-4 * max(0, pods - 1000)

@@ -5,7 +5,7 @@ from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
 from solver.cpsat import budget_seconds, solve
 from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
-from solver.problem import AntiAffinity, Problem, TopologyKey
+from solver.problem import AntiAffinity, PodClass, Problem, TopologyKey
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
 from tests.unit.solver.strategies import problems
@@ -32,6 +32,17 @@ def test_adaptive_budget_follows_the_latency_targets_and_respects_the_limit():
     assert budget_seconds(pods(600), TEST_CONFIG) == TEST_CONFIG.time_limit_seconds
     off = SolverConfig(time_limit_seconds=5, adaptive_budget=False)
     assert budget_seconds(pods(600), off) == 5
+
+
+def test_pods_requesting_gpus_keep_the_whole_time_limit():
+    types = (bt("g", 8000, 16384, 1000, gpus=1),)
+    whole = Problem(types, (pc("w", 10, 100, 100, ["g"], gpu=1),))
+    fraction = PodClass("f", 10, {"cpu": 100}, frozenset({"g"}), gpu_fraction_milli=500)
+    config = SolverConfig(time_limit_seconds=5, spent_seconds=0.3)
+    assert budget_seconds(whole, config) == budget_seconds(Problem(types, (fraction,)), config) == 5
+    assert budget_seconds(whole, SolverConfig(time_limit_seconds=2)) == 2
+    cpu_only = Problem(types, (pc("c", 10, 100, 100, ["g"]),))
+    assert budget_seconds(cpu_only, config) == pytest.approx(0.1)
 
 
 def test_fluid_bound_counts_hostname_anti_affinity_bins():
