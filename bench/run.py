@@ -300,7 +300,8 @@ def write_results(
         ),
         "",
         _HOW.format(
-            time_limit="the default `--time-limit`: 5 s, and the adaptive budget"
+            time_limit="the default `--time-limit`: 5 s, and the adaptive budget, which keeps the"
+            " whole 5 s when pods request GPUs"
             if time_limit is None
             else f"`--time-limit {time_limit:g}`"
         ),

@@ -258,3 +258,52 @@ def test_dive_rounding_to_nearest_at_once_still_places_exactly_the_demand(
         for k, n in b.placement.counts.items():
             placed[k] = placed.get(k, 0) + n
     assert placed == demand
+
+
+def _every_pattern(problem: Problem, demand: dict[str, int]) -> list[Pattern]:
+    """Return every non-empty pattern of every offering (tiny problems only)."""
+    out = []
+    keys = sorted(demand)
+    classes = {c.key: c for c in problem.classes}
+    for t in problem.bin_types:
+
+        def grow(i: int, counts: tuple[tuple[str, int], ...], used: dict[str, int]) -> None:
+            if i == len(keys):
+                if counts:
+                    out.append(Pattern(t.id, counts))  # noqa: B023 - t is the loop's offering
+                return
+            k = keys[i]
+            n, now = 0, used
+            while n <= demand[k]:
+                grow(i + 1, (*counts, (k, n)) if n else counts, now)
+                n += 1
+                now = {r: used.get(r, 0) + classes[k].demand.get(r, 0) * n for r in t.capacity}  # noqa: B023
+                if any(now[r] > t.capacity[r] for r in now):  # noqa: B023
+                    break
+                if t.id not in classes[k].allowed_bin_types:  # noqa: B023
+                    break
+
+        grow(0, (), {})
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_column_generation_converges_to_the_pattern_lp_over_every_pattern(seed: int) -> None:
+    # smoothed pricing may look elsewhere, but convergence is declared at the LP's own duals
+    rng = __import__("random").Random(seed)
+    types = tuple(
+        bt(f"t{i}", cpu, 2 * cpu, price)
+        for i, (cpu, price) in enumerate([(1000, 1000), (2500, 2300), (4000, 3900)])
+    )
+    classes = tuple(
+        pc(f"c{j}", rng.randint(1, 4), rng.choice([300, 450, 700, 1100]), 100, ["t0", "t1", "t2"])
+        for j in range(3)
+    )
+    p = Problem(types, classes)
+    demand = {c.key: c.count for c in classes}
+    _, full, _ = master_lp(p, {t.id: t for t in types}, _every_pattern(p, demand), demand)
+    start = patterns_from_solution(karpenter_ffd(p))
+    cg = generate(p, demand, start, rounds=1000, deadline=None)
+    assert cg.converged
+    assert cg.lp_value == pytest.approx(full, rel=1e-6)
+    assert lp_bound(p, cg, demand) <= full + 1
