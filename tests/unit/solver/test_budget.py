@@ -1,9 +1,11 @@
+import time
+
 import pytest
 from hypothesis import given, settings
 
 from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
-from solver.cpsat import budget_seconds, solve
+from solver.cpsat import _Incumbent, budget_seconds, solve
 from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
 from solver.problem import AntiAffinity, PodClass, Problem, TopologyKey
 from solver.validate import violations
@@ -76,3 +78,21 @@ def test_resource_bound_is_positive_when_something_must_be_bought():
     # ten 1-cpu pods on 4-cpu bins at 400: at least 10 cpu at 100 per cpu
     p = Problem((bt("t", 4000, 16384, 400),), (pc("a", 10, 1000, 128, ["t"]),))
     assert resource_bound(p, {"a": 10}) == 1000
+
+
+def test_the_first_plan_is_polished_even_when_it_comes_after_the_budget() -> None:
+    p = diverse(60)
+    greedy = karpenter_ffd(p)
+    gone = time.monotonic() - 1.0  # the budget is already spent
+    late = _Incumbent(p, greedy, polish=(gone, 5.0, time.monotonic() + 30), log=lambda _: None)
+    late.consider(greedy, "late greedy", valid=True)
+    assert late.best.cost_micros < greedy.cost_micros
+    assert violations(p, late.best) == []
+    # without the first slice (or once it is used) a late plan is kept as it came
+    again = _Incumbent(p, greedy, polish=(gone, 0.0, time.monotonic() + 30), log=lambda _: None)
+    again.consider(greedy, "late greedy", valid=True)
+    assert again.best.cost_micros == greedy.cost_micros
+    # and the time limit caps the slice
+    capped = _Incumbent(p, greedy, polish=(gone, 5.0, gone), log=lambda _: None)
+    capped.consider(greedy, "late greedy", valid=True)
+    assert capped.best.cost_micros == greedy.cost_micros
