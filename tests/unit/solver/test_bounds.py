@@ -217,7 +217,7 @@ def test_pods_larger_than_half_a_bin_take_a_bin_each() -> None:
     assert fluid_bound(p, {"a": 3}) == 1500
 
 
-def test_large_pod_rows_only_bind_where_pods_are_large() -> None:
+def test_offerings_where_the_pods_are_small_join_the_fluid_lp() -> None:
     # "l" costs more per resource than "s", so the LP starts from "s" alone, where each pod
     # takes a bin; the certificate must still see that one "l" holds all three (1900 < 3000)
     p = Problem(
