@@ -54,6 +54,21 @@ from solver.problem import (
 from solver.rounding import zone_bound
 
 
+def _covers(have: npt.NDArray[np.int64], want: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Return ``(have >= want).all(axis=-1)`` for (1, offerings, R) against (n, 1, R).
+
+    numpy's reduction over the short resource axis of the (n, offerings, R) comparison costs
+    several times the comparisons themselves (16 x 256 x 3: 96 us against 11 us), and the
+    growing and swap moves make thousands of such checks; so one resource at a time.
+    """
+    if not have.shape[-1]:
+        return np.ones(np.broadcast_shapes(have.shape[:-1], want.shape[:-1]), dtype=np.bool_)
+    ok = have[..., 0] >= want[..., 0]
+    for r in range(1, have.shape[-1]):
+        ok &= have[..., r] >= want[..., r]
+    return ok
+
+
 @dataclass(slots=True)
 class _Bin:
     """One new bin while it changes: its offering, pods and what they use."""
@@ -491,7 +506,7 @@ class _Growth:
         # bins grow: only offerings from the cheapest candidate's own price up are weighed
         lo = int(np.searchsorted(self.o.price, self.current[candidates].min()))
         span = slice(lo, lo + _GROW_OFFERINGS)
-        ok = (self.o.cap[None, span, :] >= need[:, None, :]).all(axis=2)
+        ok = _covers(self.o.cap[None, span, :], need[:, None, :])
         ok &= self.allowed[candidates, span] & self.o.mask(c.allowed_bin_types)[None, span]
         first = np.argmax(ok, axis=1)
         has = ok[np.arange(len(candidates)), first]
@@ -579,7 +594,7 @@ class _Swaps:
                 if key != a or donor.counts[a] > 1:
                     rest &= self.allowed[self.index[key], :w]
             need = used - self.demand[ia] + self.demand  # per class b
-            ok = (self.cap[None, :w, :] >= need[:, None, :]).all(axis=2)
+            ok = _covers(self.cap[None, :w, :], need[:, None, :])
             ok &= rest[None, :] & self.allowed[:, :w] & self.swappable[:, None]
             ok[ia] = False
             first = np.argmax(ok, axis=1)

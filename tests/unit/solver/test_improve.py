@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from solver.greedy import cost_aware_ffd, karpenter_ffd
-from solver.improve import improve
+from solver.improve import _covers, improve
 from solver.problem import (
     AntiAffinity,
     CoLocation,
@@ -318,3 +320,19 @@ def test_swaps_keep_max_count() -> None:
     p = _swap_problem(t1_max=0)
     start = _plan(p, [("t2", {"a": 1}), ("t3", {"b": 1, "c": 1})])
     assert improve(p, start) is start
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 4),
+    st.integers(1, 5),
+    st.integers(1, 7),
+    st.integers(0, 2**32 - 1),
+)
+def test_covers_is_the_reduction_over_resources(r: int, n: int, m: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    have = rng.integers(0, 5, (1, m, r))
+    want = rng.integers(0, 5, (n, 1, r))
+    expected = (have >= want).all(axis=2)
+    assert expected.shape == (n, m)
+    assert np.array_equal(_covers(have, want), expected)
