@@ -476,8 +476,9 @@ class _Growth:
         zone = self.o.in_zone.get(b.t.zone)
         mask = self.o.gpus >= len(b.load)
         mask = mask & zone if zone is not None else np.zeros_like(mask)
-        for key in b.counts:
-            mask = mask & self.o.mask(self.rules.classes[key].allowed_bin_types)
+        # classes mostly share their allowed offerings: each set once
+        for allowed in {self.rules.classes[key].allowed_bin_types for key in b.counts}:
+            mask &= self.o.mask(allowed)
         self.allowed[j] = mask
 
     def cheapest(
