@@ -375,8 +375,7 @@ class _Domain:
         changes = [(t, self.bins[j].t) for j, t in retyped.items() if t.id != self.bins[j].t.id]
         if not ledger.retype(changes):
             return self._undo(moves, retyped)
-        ledger.count[donor.t.id] -= 1
-        ledger.usage[donor.t.pool].subtract(donor.t.usage_for_limits())
+        ledger.drop(donor.t)
         self.emptied += 1
         donor.alive = False
         self.alive[i] = False
@@ -708,21 +707,29 @@ class _Ledger:
         self.usage[t.pool] = usage
         return True
 
+    def drop(self, t: BinType) -> None:
+        """Record one bin of ``t`` emptied."""
+        self.count[t.id] -= 1
+        self.usage[t.pool].subtract(t.usage_for_limits())
+
     def retype(self, changes: list[tuple[BinType, BinType]]) -> bool:
         """Record bins moved from one offering to another if limits allow; return whether."""
-        count = Counter(self.count)
-        usage = defaultdict(Counter, {p: Counter(u) for p, u in self.usage.items()})
+        count: Counter[str] = Counter()
+        usage: defaultdict[str, Counter[str]] = defaultdict(Counter)
         for old, new in changes:
             count[old.id] -= 1
             count[new.id] += 1
             usage[old.pool].subtract(old.usage_for_limits())
             usage[new.pool].update(new.usage_for_limits())
         for _, new in changes:
-            if new.max_count is not None and count[new.id] > new.max_count:
+            if new.max_count is not None and self.count[new.id] + count[new.id] > new.max_count:
                 return False
-            if any(usage[new.pool][r] > v for r, v in self.limits.get(new.pool, {}).items()):
+            now, limits = self.usage[new.pool], self.limits.get(new.pool, {})
+            if any(now[r] + usage[new.pool][r] > v for r, v in limits.items()):
                 return False
-        self.count, self.usage = count, usage
+        self.count.update(count)
+        for pool, change in usage.items():
+            self.usage[pool].update(change)
         return True
 
 
@@ -961,9 +968,7 @@ class _Search:
                 break
             if domain.empty(i):
                 changed = True
-                b = domain.bins[i]
-                self.ledger.count[b.t.id] -= 1
-                self.ledger.usage[b.t.pool].subtract(b.t.usage_for_limits())
+                self.ledger.drop(domain.bins[i].t)
         return changed
 
     def consolidate(self, key: tuple[str, str], members: list[_Bin]) -> bool:
