@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -262,29 +263,27 @@ def test_dive_rounding_to_nearest_at_once_still_places_exactly_the_demand(
 
 def _every_pattern(problem: Problem, demand: dict[str, int]) -> list[Pattern]:
     """Return every non-empty pattern of every offering (tiny problems only)."""
-    out = []
     keys = sorted(demand)
     classes = {c.key: c for c in problem.classes}
-    for t in problem.bin_types:
 
-        def grow(i: int, counts: tuple[tuple[str, int], ...], used: dict[str, int]) -> None:
-            if i == len(keys):
-                if counts:
-                    out.append(Pattern(t.id, counts))  # noqa: B023 - t is the loop's offering
-                return
-            k = keys[i]
-            n, now = 0, used
-            while n <= demand[k]:
-                grow(i + 1, (*counts, (k, n)) if n else counts, now)
-                n += 1
-                now = {r: used.get(r, 0) + classes[k].demand.get(r, 0) * n for r in t.capacity}  # noqa: B023
-                if any(now[r] > t.capacity[r] for r in now):  # noqa: B023
-                    break
-                if t.id not in classes[k].allowed_bin_types:  # noqa: B023
-                    break
+    def grow(
+        t: BinType, i: int, counts: tuple[tuple[str, int], ...], used: dict[str, int]
+    ) -> Iterator[Pattern]:
+        if i == len(keys):
+            if counts:
+                yield Pattern(t.id, counts)
+            return
+        k = keys[i]
+        yield from grow(t, i + 1, counts, used)
+        if t.id not in classes[k].allowed_bin_types:
+            return
+        for n in range(1, demand[k] + 1):
+            now = {r: used.get(r, 0) + classes[k].demand.get(r, 0) * n for r in t.capacity}
+            if any(now[r] > t.capacity[r] for r in now):
+                break
+            yield from grow(t, i + 1, (*counts, (k, n)), now)
 
-        grow(0, (), {})
-    return out
+    return [p for t in problem.bin_types for p in grow(t, 0, (), {})]
 
 
 @pytest.mark.parametrize("seed", range(6))
