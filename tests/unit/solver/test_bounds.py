@@ -324,6 +324,22 @@ def test_exact_pricing_is_the_knapsack_optimum_with_whole_devices(problem: Probl
         assert upper <= best + 1e-5 * max(duals.values()) * (sum(demand.values()) + 2)
 
 
+@settings(max_examples=100, deadline=None)
+@given(tiny(), st.randoms(use_true_random=False))
+def test_a_knapsack_stopped_at_its_deadline_keeps_a_valid_bound(problem: Problem, rng) -> None:
+    """A deadline already gone still lets CP-SAT return: any bound it gives holds."""
+    demand = {c.key: c.count for c in problem.classes}
+    duals = {c.key: rng.choice([0.0, rng.uniform(1, 500)]) for c in problem.classes}
+    for t in problem.bin_types:
+        best = _best_pattern_value(problem, t, duals)
+        gone = time.monotonic() - 1
+        patterns, upper = price_patterns(problem, t, duals, demand, exact=True, deadline=gone)
+        for p in patterns:
+            pods = [c for c in problem.classes for _ in range(p.count(c.key))]
+            assert _holds(problem, t, pods, bounds.hostname_caps(problem))
+        assert upper is None or upper >= best - 1e-9
+
+
 def test_exact_pricing_packs_fractions_device_by_device() -> None:
     """Three 600-milli pods fill 1800 of 2000 milli-GPUs but need three devices."""
     t = bt("g2", 16000, 65536, 1000, gpus=2)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver import rounding
+from solver import colgen, rounding
 from solver.bounds import fast_knapsack_upper
 from solver.colgen import (
     LPTimeout,
@@ -306,3 +306,21 @@ def test_column_generation_converges_to_the_pattern_lp_over_every_pattern(seed: 
     assert cg.converged
     assert cg.lp_value == pytest.approx(full, rel=1e-6)
     assert lp_bound(p, cg, demand) <= full + 1
+
+
+def test_column_generation_is_not_converged_where_offerings_were_not_priced_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Offerings with more classes than the exact knapsack takes only get the fillers."""
+    p = Problem(
+        (bt("s", 1000, 2048, 1000), bt("l", 3000, 6144, 2800)),
+        tuple(pc(f"c{j}", 2, cpu, 100, ["s", "l"]) for j, cpu in enumerate([300, 450, 700])),
+    )
+    demand = {c.key: c.count for c in p.classes}
+    start = patterns_from_solution(karpenter_ffd(p))
+    assert generate(p, demand, start, rounds=1000, deadline=None).converged
+    monkeypatch.setattr(colgen, "_EXACT_MAX", 1)
+    cg = generate(p, demand, start, rounds=1000, deadline=None)
+    assert not cg.converged
+    assert cg.exact_factor is None
+    assert lp_bound(p, cg, demand) <= cg.lp_value + 1
