@@ -449,7 +449,8 @@ class _Patience(threading.Thread):
 
 
 _GRACE = 0.05
-"""Share of the budget that emptying the last plans' bins may run past it."""
+"""Share of the adaptive budget that emptying the last plans' bins may run past it (never
+past the time limit)."""
 _FIRST_POLISH = 0.1
 """Share of the budget the first plan's polish gets even when it comes late.
 
@@ -546,7 +547,11 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     incumbent = _Incumbent(
         problem,
         greedy,
-        polish=(soft + _GRACE * (soft - start), _FIRST_POLISH * (soft - start + spent), hard),
+        polish=(
+            min(hard, soft + _GRACE * (soft - start)),
+            _FIRST_POLISH * (soft - start + spent),
+            hard,
+        ),
         log=log,
     )
     consider = incumbent.consider
