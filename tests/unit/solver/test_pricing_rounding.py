@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from solver import colgen, rounding
 from solver.bounds import fast_knapsack_upper
 from solver.colgen import (
+    SMOOTHING,
     LPTimeout,
     Pattern,
     balanced_slices,
@@ -286,8 +287,11 @@ def _every_pattern(problem: Problem, demand: dict[str, int]) -> list[Pattern]:
     return [p for t in problem.bin_types for p in grow(t, 0, (), {})]
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.5, SMOOTHING])
 @pytest.mark.parametrize("seed", range(6))
-def test_column_generation_converges_to_the_pattern_lp_over_every_pattern(seed: int) -> None:
+def test_column_generation_converges_to_the_pattern_lp_over_every_pattern(
+    seed: int, smoothing: float
+) -> None:
     # smoothed pricing may look elsewhere, but convergence is declared at the LP's own duals
     rng = __import__("random").Random(seed)
     types = tuple(
@@ -302,7 +306,7 @@ def test_column_generation_converges_to_the_pattern_lp_over_every_pattern(seed: 
     demand = {c.key: c.count for c in classes}
     _, full, _ = master_lp(p, {t.id: t for t in types}, _every_pattern(p, demand), demand)
     start = patterns_from_solution(karpenter_ffd(p))
-    cg = generate(p, demand, start, rounds=1000, deadline=None)
+    cg = generate(p, demand, start, rounds=1000, deadline=None, smoothing=smoothing)
     assert cg.converged
     assert cg.lp_value == pytest.approx(full, rel=1e-6)
     assert lp_bound(p, cg, demand) <= full + 1
