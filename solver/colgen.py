@@ -359,7 +359,11 @@ def _with_devices(problem: Problem, t: BinType, p: Pattern) -> Pattern | None:
 
 
 _EXACT_MAX = 100
-"""Price offerings exactly (a small CP-SAT knapsack) when at most this many classes fit."""
+"""Price offerings exactly (a small CP-SAT knapsack) when at most this many classes fit.
+
+The GPU-gang benchmark at 2,000 pods has 63 shapes: with 60 here its offerings were never
+priced exactly, column generation stopped at 2.7 s of 5, and the plan cost 1957 instead of
+1951 $/h."""
 
 
 def _exact(

@@ -466,7 +466,8 @@ _CG_SHARE_MERGED = 0.92
 
 The integer master then only gets the plans' own columns and rarely improves on them, so
 the plan is about as good as the LP the dives round. Measured on the GPU-gang benchmark
-(500 / 2,000 pods, 5 s): 478.6 instead of 479.2 to 480.3 $/h, and 1950.8 instead of 1954.7.
+(500 / 2,000 pods, 5 s, before the pricing knapsacks got faster): 478.6 instead of 479.2 to
+480.3 $/h, and 1950.8 instead of 1954.7.
 """
 _SMOOTHING = 0.5
 """Dual smoothing (``solver.colgen.SMOOTHING``) when the LP keeps its classes.
