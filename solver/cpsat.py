@@ -65,7 +65,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ortools.sat.python import cp_model
 
@@ -459,24 +459,32 @@ Polishing (``solver.improve``) is where most of the saving is made on hostname-c
 plans (Karpenter's diverse 1k pods: 279 to 230 $/h in 0.08 s); a first dive that ends just
 after the budget must not leave the plan unpolished (measured: 277 instead of 230 $/h in some
 benchmark repetitions)."""
-_CG_SHARE = 0.6
-"""Share of the time left that column generation gets; the dives and CP-SAT get the rest."""
-_CG_SHARE_MERGED = 0.92
-"""``_CG_SHARE`` when the LP phases merge classes (``solver.shapes``).
 
-The integer master then only gets the plans' own columns and rarely improves on them, so
-the plan is about as good as the LP the dives round. Measured on the GPU-gang benchmark
-(500 / 2,000 pods, 5 s, before the pricing knapsacks got faster): 478.6 instead of 479.2 to
-480.3 $/h, and 1950.8 instead of 1954.7.
+
+class _ColumnGeneration(NamedTuple):
+    """How column generation runs for one kind of LP view."""
+
+    share: float
+    """Share of the time left it gets; the dives and CP-SAT get the rest."""
+    smoothing: float
+    """Dual smoothing weight (``solver.colgen.SMOOTHING``)."""
+
+
+_PLAIN = _ColumnGeneration(share=0.6, smoothing=0.5)
+"""When the LP keeps its classes.
+
+Where bins hold many small pods, smoothing 0.5 gives plans as cheap or cheaper than 0.7 at
+every planning-step budget measured (realistic mix, 500 pods: 18.84 to 18.91 $/h instead of
+18.84 to 19.10; 2,000 pods: 74.15 instead of 74.16 to 74.40; 5,000: 185.44 instead of 185.50).
 """
-_SMOOTHING = 0.5
-"""Dual smoothing (``solver.colgen.SMOOTHING``) when the LP keeps its classes.
+_MERGED = _ColumnGeneration(share=0.92, smoothing=SMOOTHING)
+"""When the LP phases merge classes (``solver.shapes``; GPU gangs).
 
-The GPU-gang LPs (merged, a few large pods to a bin) need the full 0.7; where bins hold many
-small pods, 0.5 gives plans as cheap or cheaper at every planning-step budget measured
-(realistic mix, 500 pods: 18.84 to 18.91 $/h instead of 18.84 to 19.10; 2,000 pods: 74.15
-instead of 74.16 to 74.40; 5,000: 185.44 instead of 185.50). With 0.5 the GPU gangs lose
-(500 pods: 479.3 instead of 476.7 $/h).
+The integer master then only gets the plans' own columns and rarely improves on them, so the
+plan is about as good as the LP the dives round. Measured on the GPU-gang benchmark (500 /
+2,000 pods, 5 s, before the pricing knapsacks got faster): 478.6 instead of 479.2 to 480.3
+$/h, and 1950.8 instead of 1954.7 with the share at 0.6. A few large pods to a bin need the
+full smoothing: with 0.5 the 500-pod plan costs 479.3 instead of 476.7 $/h.
 """
 _DIVE_RESERVE = 1.5
 """Column generation leaves at least this many times the first dive's time for the last."""
@@ -615,14 +623,15 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     left = soft - time.monotonic()
     if _gap(incumbent.best.cost_micros, fluid) <= config.relative_gap or left < 2 * setup:
         return finish(_final_bound(lp, incumbent.best, (demand, fluid), [], hard))
+    how = _PLAIN if lp.shapes is None else _MERGED
     cg = generate(
         lp.problem,
         lp_demand,
         columns,
         rounds=_rounds(config),
-        deadline=_columns_deadline(lp, soft, dive_seconds),
+        deadline=_columns_deadline(how.share, time.monotonic(), soft, dive_seconds),
         bound_deadline=soft,
-        smoothing=_SMOOTHING if lp.shapes is None else SMOOTHING,
+        smoothing=how.smoothing,
     )
     log(
         f"column generation: {len(cg.patterns)} patterns, lp {cg.lp_value:.0f}, "
@@ -632,7 +641,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
         consider(plan, "lp dive")
     pattern = functools.partial(_pattern_bound, lp, cg, lp_demand, config.relative_gap, log)
     known = fluid
-    if cg.exact_factor is not None:
+    if cg.converged:
         # converged: the pattern bound is the LP value scaled, known before CP-SAT starts
         known = pattern(incumbent.best, known, None)
     if time.monotonic() < soft and _gap(incumbent.best.cost_micros, known) > config.relative_gap:
@@ -653,7 +662,7 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
             ),
             "cp-sat master",
         )
-    if cg.exact_factor is None:
+    if not cg.converged:
         # before convergence the pattern bound prices offerings exactly (up to a second on
         # the GPU gangs) and rarely beats the fluid one: it only gets the time CP-SAT left
         known = pattern(incumbent.best, known, soft)
@@ -672,12 +681,10 @@ def _first_dives(
     return took
 
 
-def _columns_deadline(lp: LPView, soft: float, dive_seconds: float) -> float:
+def _columns_deadline(share: float, now: float, soft: float, dive_seconds: float) -> float:
     """Return when column generation stops: its share of the time left, and time to dive."""
-    share = _CG_SHARE if lp.shapes is None else _CG_SHARE_MERGED
     # the dive after column generation takes about as long as the first one
-    reserve = max((1 - share) * (soft - time.monotonic()), _DIVE_RESERVE * dive_seconds)
-    return soft - reserve
+    return soft - max((1 - share) * (soft - now), _DIVE_RESERVE * dive_seconds)
 
 
 def _pattern_bound(  # noqa: PLR0917 - a partial's fixed arguments, then the state

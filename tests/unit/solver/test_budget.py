@@ -5,10 +5,9 @@ from hypothesis import given, settings
 
 from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
-from solver.cpsat import _columns_deadline, _Incumbent, budget_seconds, solve
+from solver.cpsat import _MERGED, _PLAIN, _columns_deadline, _Incumbent, budget_seconds, solve
 from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
-from solver.problem import AntiAffinity, Gang, PodClass, Problem, TopologyKey
-from solver.shapes import lp_view
+from solver.problem import AntiAffinity, PodClass, Problem, TopologyKey
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
 from tests.unit.solver.strategies import problems
@@ -99,17 +98,10 @@ def test_the_first_plan_is_polished_even_when_it_comes_after_the_budget() -> Non
     assert capped.best.cost_micros == greedy.cost_micros
 
 
-def test_column_generation_leaves_time_to_dive_and_more_of_it_to_plain_problems() -> None:
+def test_column_generation_leaves_time_to_dive_and_more_of_it_on_merged_lps() -> None:
     """Merged LPs (GPU gangs) keep most of the time; the last dive always gets its share."""
-    types = (bt("s", 1000, 2048, 100),)
-    classes = tuple(pc(f"g{j}", 1, 100, 100, ["s"], gang=f"job{j}") for j in range(12))
-    p = Problem(types, classes, gangs=tuple(Gang(f"job{j}", 1) for j in range(12)))
-    plain, merged = lp_view(p, min_classes=100), lp_view(p, min_classes=2)
-    assert plain.shapes is None
-    assert merged.shapes is not None
-    soft = time.monotonic() + 10.0
-    # the share: 60% of the time left for plain problems, 92% for merged ones
-    assert soft - _columns_deadline(plain, soft, 0.0) == pytest.approx(4.0, abs=0.05)
-    assert soft - _columns_deadline(merged, soft, 0.0) == pytest.approx(0.8, abs=0.05)
+    # 10 s left: 60% of it for plain LPs, 92% for merged ones
+    assert _columns_deadline(_PLAIN.share, 100.0, 110.0, 0.0) == pytest.approx(106.0)
+    assert _columns_deadline(_MERGED.share, 100.0, 110.0, 0.0) == pytest.approx(109.2)
     # a slow first dive: the last one gets 1.5 times as long
-    assert soft - _columns_deadline(merged, soft, 2.0) == pytest.approx(3.0, abs=0.01)
+    assert _columns_deadline(_MERGED.share, 100.0, 110.0, 2.0) == pytest.approx(107.0)
