@@ -24,8 +24,8 @@ CORE_KINDS: Final[Mapping[tuple[str, str], str]] = {
     ("v1", "PersistentVolumeClaim"): "claims",
     ("v1", "PersistentVolume"): "volumes",
     ("storage.k8s.io/v1", "StorageClass"): "storage_classes",
-    ("policy/v1", "PodDisruptionBudget"): "read_only",
-    ("scheduling.k8s.io/v1", "PriorityClass"): "read_only",
+    ("policy/v1", "PodDisruptionBudget"): "pdbs",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "priority_classes",
     ("karpenter.sh/v1", "NodePool"): "nodepools",
     ("karpenter.sh/v1", "NodeClaim"): "nodeclaims",
     ("karpenter.sh/v1alpha1", "NodeOverlay"): "overlays",
@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
 class _Inputs:
     objects: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     raw_groups: list[Mapping[str, Any]] = field(default_factory=list)
+    cluster: list[Mapping[str, Any]] = field(default_factory=list)
+    """Every document the cluster state takes, as read."""
 
 
 def plan_files(
@@ -133,8 +135,7 @@ def plan_files(
     except ManifestError as error:
         raise InputError(str(error)) from error
     inputs = _classify(documents, stderr)
-    view = _view(inputs, catalog_path=catalog_path, region=region, stderr=stderr)
-    from provisioner.controllers.provisioning.planner import PlannerConfig, plan  # noqa: PLC0415
+    from provisioner.controllers.provisioning.planner import PlannerConfig  # noqa: PLC0415
     from provisioner.controllers.provisioning.podfacts import PodError  # noqa: PLC0415
 
     config = PlannerConfig(
@@ -145,7 +146,7 @@ def plan_files(
         deterministic_time=deterministic_time,
     )
     try:
-        return plan(view, config)
+        return _decide(inputs, config, catalog_path=catalog_path, region=region, stderr=stderr)
     except PodError as error:
         raise InputError(_located(str(error), inputs)) from error
 
@@ -173,13 +174,12 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         if role is None:
             if group in POD_GROUP_GROUPS:
                 inputs.raw_groups.append(document.body)
+                inputs.cluster.append(document.body)
                 continue
             stderr.write(
                 f"jointer plan: warning: {document.where}: skipping unknown kind "
                 f"{document.api_version}/{document.kind}\n"
             )
-            continue
-        if role == "read_only":
             continue
         if role == "nodeclasses":
             inputs.objects.setdefault(role, []).append((document.where, document.body))
@@ -189,6 +189,7 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         except ApiValidationError as error:
             raise InputError(f"{document.where}: {error}") from error
         inputs.objects.setdefault(role, []).append((document.where, parsed))
+        inputs.cluster.append(document.body)
         if role == "pods":
             inputs.raw_groups.append(document.body)
     return inputs
@@ -207,59 +208,94 @@ def _models() -> dict[str, Any]:
         "claims": core.PersistentVolumeClaim,
         "volumes": core.PersistentVolume,
         "storage_classes": core.StorageClass,
+        "pdbs": core.PodDisruptionBudget,
+        "priority_classes": core.PriorityClass,
         "nodepools": NodePool,
         "nodeclaims": NodeClaim,
         "overlays": NodeOverlay,
     }
 
 
-def _view(inputs: _Inputs, *, catalog_path: str | None, region: str, stderr: TextIO) -> Any:
-    from cloudprovider.aws.catalog import Catalog  # noqa: PLC0415
+def _decide(
+    inputs: _Inputs, config: Any, *, catalog_path: str | None, region: str, stderr: TextIO
+) -> Any:
+    """Load the manifests into a cluster state and run the provisioner's batch decision."""
     from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
-    from provisioner.controllers.provisioning.cluster import ClusterView  # noqa: PLC0415
-    from provisioner.controllers.provisioning.offerings import pool_template  # noqa: PLC0415
-    from provisioner.controllers.provisioning.overlays import apply_overlays  # noqa: PLC0415
+    from provisioner.app.logging_setup import build_logger  # noqa: PLC0415
+    from provisioner.controllers.provisioning.controller import (  # noqa: PLC0415
+        decide,
+        resolve_pools,
+    )
     from provisioner.podgroups import build_context  # noqa: PLC0415
 
-    nodeclasses = _nodeclasses(inputs)
-    overlays = [overlay for _, overlay in inputs.objects.get("overlays", [])]
-    catalogs: dict[str | None, Catalog] = {}
-    pools = []
-    for where, nodepool in inputs.objects.get("nodepools", []):
-        ref = nodepool.node_class_ref
-        nodeclass = nodeclasses.get(ref.name)
-        if nodeclass is None and ref.kind == "EC2NodeClass":
-            stderr.write(
-                f"jointer plan: warning: {where}: NodePool {nodepool.name}: EC2NodeClass "
-                f"{ref.name} not found; using the default node settings\n"
-            )
-        key = ref.name if nodeclass is not None else None
-        if key not in catalogs:
-            catalogs[key] = _catalog(catalog_path, region, nodeclass)
-        instance_types = apply_overlays(catalogs[key].instance_types, overlays, pool=nodepool.name)
-        pools.append(pool_template(nodepool, instance_types))
-    if not catalogs:
-        # no NodePool needs it, but an unusable --catalog or --region is still bad input
-        _catalog(catalog_path, region, None)
     try:
-        groups = build_context(inputs.raw_groups)
+        build_context(inputs.raw_groups)
     except ApiValidationError as error:
         raise InputError(str(error)) from error
-    return ClusterView(
-        pods=[pod for _, pod in inputs.objects.get("pods", [])],
-        nodes=[node for _, node in inputs.objects.get("nodes", [])],
-        node_claims=[claim for _, claim in inputs.objects.get("nodeclaims", [])],
-        pools=pools,
-        daemonsets=[ds for _, ds in inputs.objects.get("daemonsets", [])],
-        claims={
-            f"{c.metadata.namespace or 'default'}/{c.metadata.name}": c
-            for _, c in inputs.objects.get("claims", [])
-        },
-        volumes={v.metadata.name: v for _, v in inputs.objects.get("volumes", [])},
-        storage_classes={s.metadata.name: s for _, s in inputs.objects.get("storage_classes", [])},
-        groups=groups,
-        region=region,
-    )
+    snapshot = load_snapshot(inputs.cluster)
+    lookup = _InstanceTypes(inputs, catalog_path=catalog_path, region=region, stderr=stderr)
+    if not inputs.objects.get("nodepools"):
+        # no NodePool needs it, but an unusable --catalog or --region is still bad input
+        _catalog(catalog_path, region, None)
+    log = build_logger(level="error", log_format="console", stream=stderr, name="plan")
+    pools = resolve_pools(snapshot, lookup, log)
+    return decide(snapshot, pools, planner=config, region=region)
+
+
+def load_snapshot(documents: Sequence[Mapping[str, Any]], now: Any = None) -> Any:
+    """A cluster state snapshot of ``documents``, as the controller's cache would hold it.
+
+    A pending pod whose ``status.nominatedNodeName`` names one of the NodeClaims is nominated
+    to it (how a snapshot of a running cluster carries the provisioner's nominations).
+    """
+    from provisioner.apis.base import parse_object  # noqa: PLC0415
+    from provisioner.apis.core import Pod  # noqa: PLC0415
+    from provisioner.runtime.clock import FakeClock, SystemClock  # noqa: PLC0415
+    from provisioner.state.cluster import NOMINATION_WINDOW, ClusterState  # noqa: PLC0415
+
+    clock = FakeClock(now) if now is not None else SystemClock()
+    state = ClusterState(clock=clock)
+    for body in documents:
+        state.apply_object(dict(body))
+    claims = {claim.name for claim in state.node_claims()}
+    at = clock.now()
+    for body in documents:
+        if body.get("kind") != "Pod":
+            continue
+        target = str((body.get("status") or {}).get("nominatedNodeName") or "")
+        if target in claims:
+            pod = parse_object(Pod, body, kind="Pod")
+            if not pod.spec.node_name:
+                state.nominate(pod, target, until=at + NOMINATION_WINDOW)
+    return state.snapshot(at)
+
+
+class _InstanceTypes:
+    """A NodePool's instance types from the catalog, for its EC2NodeClass (one per class)."""
+
+    def __init__(
+        self, inputs: _Inputs, *, catalog_path: str | None, region: str, stderr: TextIO
+    ) -> None:
+        self._nodeclasses = _nodeclasses(inputs)
+        self._catalog_path = catalog_path
+        self._region = region
+        self._stderr = stderr
+        self._where = {pool.name: where for where, pool in inputs.objects.get("nodepools", [])}
+        self._catalogs: dict[str | None, Any] = {}
+
+    def __call__(self, nodepool: Any) -> Any:
+        ref = nodepool.node_class_ref
+        nodeclass = self._nodeclasses.get(ref.name)
+        if nodeclass is None and ref.kind == "EC2NodeClass":
+            self._stderr.write(
+                f"jointer plan: warning: {self._where.get(nodepool.name, '-')}: NodePool "
+                f"{nodepool.name}: EC2NodeClass {ref.name} not found; using the default node "
+                "settings\n"
+            )
+        key = ref.name if nodeclass is not None else None
+        if key not in self._catalogs:
+            self._catalogs[key] = _catalog(self._catalog_path, self._region, nodeclass)
+        return self._catalogs[key].instance_types
 
 
 def _nodeclasses(inputs: _Inputs) -> dict[str, Any]:

@@ -15,6 +15,7 @@ immutable snapshots, so iteration never holds the lock.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from provisioner.apis.core import (
 )
 from provisioner.apis.errors import ApiValidationError
 from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.apis.nodeoverlay import NodeOverlay
 from provisioner.apis.nodepool import NodePool
 from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import (
@@ -48,12 +50,14 @@ from provisioner.kube.resource import (
     STORAGE_CLASSES,
     Resource,
 )
+from provisioner.state.statenode import StateNode, join_state_nodes
 
 __all__ = [
     "GROUP_KINDS",
     "NOMINATION_WINDOW",
     "TRACKED_RESOURCES",
     "ClusterState",
+    "NodeOverlayEntry",
     "NodePoolEntry",
     "Nomination",
     "Snapshot",
@@ -85,6 +89,8 @@ GROUP_KINDS: Final = frozenset(
         "ProvisioningRequest",
     }
 )
+
+OVERLAY_KIND: Final = "NodeOverlay"
 """Kinds of pod-group objects kept raw for ``provisioner.podgroups.build_context``."""
 
 _Key = tuple[str, str]
@@ -127,6 +133,25 @@ class NodePoolEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeOverlayEntry:
+    """One NodeOverlay as the cache holds it: the validated model, or why it does not validate.
+
+    Attributes:
+        name: ``metadata.name``.
+        generation: ``metadata.generation``.
+        overlay: the validated NodeOverlay; None when malformed.
+        error: the validation message naming the field; None when valid.
+        conditions: ``status.conditions`` as stored.
+    """
+
+    name: str
+    generation: int
+    overlay: NodeOverlay | None
+    error: str | None
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Nomination:
     """A pending pod the provisioner decided should land on a NodeClaim (Karpenter's nomination).
 
@@ -160,6 +185,9 @@ class Snapshot:
         priority_classes: PriorityClass name to value.
         group_objects: raw pod-group objects (PodGroups, Queues, Workloads, ...).
         nominations: live nominations by pod key.
+        overlays: valid NodeOverlays by name.
+        state_nodes: Nodes and NodeClaims joined, with their pods and nominations, by
+            :attr:`~provisioner.state.statenode.StateNode.key`.
     """
 
     pods: Mapping[str, Pod]
@@ -174,6 +202,36 @@ class Snapshot:
     priority_classes: Mapping[str, int]
     group_objects: tuple[JsonObject, ...]
     nominations: Mapping[str, Nomination]
+    state_nodes: Mapping[str, StateNode]
+    overlays: Mapping[str, NodeOverlay] = dataclasses.field(default_factory=dict)
+
+    def with_changes(
+        self,
+        *,
+        pods: Mapping[str, Pod] | None = None,
+        nodes: Mapping[str, Node] | None = None,
+        node_claims: Mapping[str, NodeClaim] | None = None,
+    ) -> Snapshot:
+        """This snapshot with some objects replaced, its state nodes joined again."""
+        pods = self.pods if pods is None else pods
+        nodes = self.nodes if nodes is None else nodes
+        node_claims = self.node_claims if node_claims is None else node_claims
+        nominations = {
+            k: n for k, n in self.nominations.items() if n.node_claim in node_claims and k in pods
+        }
+        return dataclasses.replace(
+            self,
+            pods=pods,
+            nodes=nodes,
+            node_claims=node_claims,
+            nominations=nominations,
+            state_nodes=join_state_nodes(
+                nodes.values(),
+                node_claims.values(),
+                pods.values(),
+                {k: n.node_claim for k, n in nominations.items()},
+            ),
+        )
 
 
 @dataclass(slots=True)
@@ -194,6 +252,7 @@ class _Indexes:
     node_by_provider_id: dict[str, str] = field(default_factory=dict)  # providerID -> node
     claim_by_provider_id: dict[str, str] = field(default_factory=dict)  # providerID -> claim
     nominations: dict[str, Nomination] = field(default_factory=dict)  # pod key -> nomination
+    overlays: dict[str, NodeOverlayEntry] = field(default_factory=dict)  # name -> entry
 
 
 class ClusterState:
@@ -209,6 +268,7 @@ class ClusterState:
         self._ix = _Indexes()
         self._synced: set[Resource] = set()
         self._generation = 0
+        self._joined: tuple[object, Mapping[str, StateNode]] | None = None
         self.changed_at: datetime = clock.now()
         """When the cache last changed (Karpenter's ``cluster.LastUpdated``)."""
 
@@ -287,6 +347,7 @@ class ClusterState:
             "PersistentVolume": ix.pvs,
             "StorageClass": ix.storage_classes,
             "PriorityClass": ix.priority_classes,
+            OVERLAY_KIND: ix.overlays,
         }
         if kind in simple:
             return {("", name) for name in simple[kind]}
@@ -312,7 +373,7 @@ class ClusterState:
             # the API server validated them, so this is a field Jointer reads too strictly.
             self._remove(kind, obj)
 
-    def _upsert(self, kind: str, obj: JsonObject) -> None:
+    def _upsert(self, kind: str, obj: JsonObject) -> None:  # noqa: C901 - a dispatch table
         ix = self._ix
         namespace, name = _key(obj)
         if kind == "Pod":
@@ -336,6 +397,8 @@ class ClusterState:
             ix.storage_classes[name] = parse_object(StorageClass, obj, kind=kind)
         elif kind == "PriorityClass":
             ix.priority_classes[name] = int(obj.get("value") or 0)
+        elif kind == OVERLAY_KIND:
+            ix.overlays[name] = _overlay_entry(obj)
         elif kind in GROUP_KINDS:
             ix.groups[(str(obj.get("apiVersion") or ""), kind, namespace, name)] = obj
 
@@ -397,6 +460,8 @@ class ClusterState:
             ix.storage_classes.pop(name, None)
         elif kind == "PriorityClass":
             ix.priority_classes.pop(name, None)
+        elif kind == OVERLAY_KIND:
+            ix.overlays.pop(name, None)
         elif kind in GROUP_KINDS:
             for group_key in [k for k in ix.groups if k[1:] == (kind, namespace, name)]:
                 del ix.groups[group_key]
@@ -441,6 +506,7 @@ class ClusterState:
         with self._lock:
             ix = self._ix
             return Snapshot(
+                state_nodes=self._state_nodes(nominations),
                 pods=dict(ix.pods),
                 nodes=dict(ix.nodes),
                 node_claims=dict(ix.node_claims),
@@ -453,7 +519,30 @@ class ClusterState:
                 priority_classes=dict(ix.priority_classes),
                 group_objects=tuple(ix.groups.values()),
                 nominations=nominations,
+                overlays={
+                    name: entry.overlay
+                    for name, entry in sorted(ix.overlays.items())
+                    if entry.overlay is not None
+                },
             )
+
+    def _state_nodes(self, nominations: Mapping[str, Nomination]) -> Mapping[str, StateNode]:
+        """The joined state nodes, computed once per change of the cache and nominations."""
+        key = (self._generation, tuple(sorted((k, n.node_claim) for k, n in nominations.items())))
+        if self._joined is None or self._joined[0] != key:
+            ix = self._ix
+            joined = join_state_nodes(
+                ix.nodes.values(),
+                ix.node_claims.values(),
+                ix.pods.values(),
+                {k: n.node_claim for k, n in nominations.items()},
+            )
+            self._joined = (key, joined)
+        return self._joined[1]
+
+    def state_nodes(self, now: datetime | None = None) -> list[StateNode]:
+        """Every state node (Nodes and NodeClaims joined), sorted by key."""
+        return list(self.snapshot(now).state_nodes.values())
 
     def pod(self, key: str) -> Pod | None:
         """The pod ``namespace/name``."""
@@ -507,6 +596,16 @@ class ClusterState:
         with self._lock:
             return [self._ix.nodepools[name] for name in sorted(self._ix.nodepools)]
 
+    def overlays(self) -> list[NodeOverlayEntry]:
+        """Every NodeOverlay (valid or not), by name."""
+        with self._lock:
+            return [self._ix.overlays[name] for name in sorted(self._ix.overlays)]
+
+    def overlay(self, name: str) -> NodeOverlayEntry | None:
+        """The NodeOverlay called ``name`` (valid or not)."""
+        with self._lock:
+            return self._ix.overlays.get(name)
+
     def daemonsets(self) -> list[DaemonSet]:
         """Every DaemonSet."""
         with self._lock:
@@ -548,6 +647,23 @@ def _nodepool_entry(obj: JsonObject) -> NodePoolEntry:
         deleting=bool(metadata.get("deletionTimestamp")),
         resources={str(k): str(v) for k, v in (status.get("resources") or {}).items()},
         nodes=int(status.get("nodes") or 0),
+    )
+
+
+def _overlay_entry(obj: JsonObject) -> NodeOverlayEntry:
+    metadata = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    try:
+        overlay: NodeOverlay | None = parse_object(NodeOverlay, obj, kind=OVERLAY_KIND)
+        error = None
+    except ApiValidationError as exc:
+        overlay, error = None, str(exc)
+    return NodeOverlayEntry(
+        name=str(metadata.get("name") or ""),
+        generation=int(metadata.get("generation") or 0),
+        overlay=overlay,
+        error=error,
+        conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, Mapping)),
     )
 
 

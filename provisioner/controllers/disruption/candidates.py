@@ -35,11 +35,11 @@ from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.facts import (
     ClusterFacts,
     GangKey,
-    StateNode,
     is_reschedulable,
 )
 from provisioner.controllers.disruption.rescheduling import PoolCatalog
 from provisioner.controllers.events import Event
+from provisioner.state.statenode import StateNode
 
 __all__ = [
     "Candidate",
@@ -67,8 +67,8 @@ def eviction_cost(pod: Pod) -> float:
 
 
 def _lifetime_remaining(state: StateNode, now: datetime) -> float:
-    expire_after = state.claim.expire_after
-    created = state.claim.metadata.creation_timestamp
+    expire_after = state.nodeclaim.expire_after
+    created = state.nodeclaim.metadata.creation_timestamp
     if expire_after is None or created is None or expire_after <= timedelta(0):
         return 1.0
     left = (created + expire_after - now) / expire_after
@@ -117,7 +117,7 @@ class Candidate:
     @property
     def claim_name(self) -> str:
         """The NodeClaim's name."""
-        return self.state.claim.name
+        return self.state.nodeclaim.name
 
     @property
     def pool(self) -> str:
@@ -144,7 +144,7 @@ def consolidatable_at(state: StateNode, nodepool: NodePool) -> datetime | None:
     after = nodepool.consolidate_after
     if after is None:
         return None
-    status = state.claim.status
+    status = state.nodeclaim.status
     last = status.last_pod_event_time if status is not None else None
     initialized = cond.get_condition(
         status.conditions if status else (), cond.NODECLAIM_CONDITION_INITIALIZED
@@ -161,9 +161,9 @@ def _node_blocker(
 ) -> str | None:
     if not state.initialized or state.node is None:
         return "Node isn't initialized"
-    if state.deleting or in_flight(state.claim.name):
+    if state.deleting or in_flight(state.nodeclaim.name):
         return "Node is being deleted"
-    if state.claim.name in facts.nominated:
+    if state.nodeclaim.name in facts.nominated:
         return "Node is nominated for a pending pod"
     if state.node.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == wk.TRUE:
         return f'Disruption is blocked through the "{wk.ANNOTATION_DO_NOT_DISRUPT}" annotation'
@@ -207,7 +207,7 @@ def build_candidates(
     """
     now = facts.now
     candidates: list[Candidate] = []
-    for state in sorted(facts.nodes.values(), key=lambda s: s.claim.name):
+    for state in sorted(facts.nodes.values(), key=lambda s: s.nodeclaim.name):
         nodepool = facts.pools.get(state.pool)
         if nodepool is None or nodepool.is_static:
             continue
@@ -216,9 +216,9 @@ def build_candidates(
         if blocker is None:
             blocker, gangs = _pod_blocker(state, facts)
         if blocker is not None:
-            quiet = state.node is None or state.deleting or in_flight(state.claim.name)
+            quiet = state.node is None or state.deleting or in_flight(state.nodeclaim.name)
             if publish is not None and not quiet:
-                for event in ev.blocked(state.node, state.claim, blocker):
+                for event in ev.blocked(state.node, state.nodeclaim, blocker):
                     publish(event)
             continue
         candidates.append(
@@ -245,7 +245,7 @@ def _candidate(
     disruption_cost = sum(eviction_cost(p) for p in state.pods) * lifetime
     reschedule_cost = 1.0 + sum(max(0.0, eviction_cost(p)) for p in reschedulable)
     ready_at = consolidatable_at(state, nodepool)
-    conditions = state.claim.status.conditions if state.claim.status else ()
+    conditions = state.nodeclaim.status.conditions if state.nodeclaim.status else ()
     drifted = cond.get_condition(conditions, cond.NODECLAIM_CONDITION_DRIFTED)
     return Candidate(
         state=state,

@@ -270,7 +270,7 @@ class CommandQueue:
         command = entry.command
         failed = False
         for candidate in command.candidates:
-            claim = candidate.state.claim
+            claim = candidate.state.nodeclaim
             try:
                 self._kube.delete(NODE_CLAIMS, claim.name, uid=claim.metadata.uid or None)
             except NotFoundError:

@@ -231,7 +231,9 @@ class SingleNodeConsolidation:
             if command is not None:
                 return command
             if why is not None:
-                for event in ev.unconsolidatable(candidate.state.node, candidate.state.claim, why):
+                for event in ev.unconsolidatable(
+                    candidate.state.node, candidate.state.nodeclaim, why
+                ):
                     context.publish(event)
         return None
 

@@ -72,7 +72,10 @@ def budget_nodes(facts: ClusterFacts, disrupting: set[str]) -> list[BudgetNode]:
             pool=state.pool,
             counted=state.initialized and not state.instance_terminating,
             disrupting=(
-                state.deleting or state.tainted or state.claim.name in disrupting or not state.ready
+                state.deleting
+                or state.tainted
+                or state.nodeclaim.name in disrupting
+                or not state.ready
             ),
         )
         for state in facts.nodes.values()
@@ -229,7 +232,7 @@ class DisruptionController:
             for candidate in command.candidates:
                 for event in ev.consolidation_candidate(
                     candidate.state.node,
-                    candidate.state.claim,
+                    candidate.state.nodeclaim,
                     command.for_node(candidate),
                     command.savings,
                 ):
@@ -280,7 +283,7 @@ class DisruptionController:
             for candidate in original.candidates:
                 for event in ev.consolidation_rejected(
                     candidate.state.node,
-                    candidate.state.claim,
+                    candidate.state.nodeclaim,
                     original.for_node(candidate),
                     why or "",
                 ):
@@ -298,7 +301,7 @@ class DisruptionController:
         for name, state in facts.nodes.items():
             if state.deleting:
                 continue
-            conditions = state.claim.status.conditions if state.claim.status else ()
+            conditions = state.nodeclaim.status.conditions if state.nodeclaim.status else ()
             has_reason = cond.is_true(conditions, cond.NODECLAIM_CONDITION_DISRUPTION_REASON)
             if state.tainted or has_reason:
                 stale.append((name, state.name, state.tainted, has_reason))

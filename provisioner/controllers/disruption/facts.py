@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Node, Pod, PodDisruptionBudget
-from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.apis.core import Pod, PodDisruptionBudget
 from provisioner.apis.nodepool import NodePool
 from provisioner.kube.selector import LabelSelector, from_label_selector
 from provisioner.podgroups import (
@@ -37,11 +35,11 @@ from provisioner.podgroups import (
     is_non_preemptible,
 )
 from provisioner.state.cluster import Snapshot
+from provisioner.state.statenode import StateNode
 
 __all__ = [
     "ClusterFacts",
     "PdbLimits",
-    "StateNode",
     "is_daemon_pod",
     "is_drainable",
     "is_mirror_pod",
@@ -204,65 +202,6 @@ class PdbLimits:
         return blocked
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StateNode:
-    """A managed node (a NodeClaim, and its Node once registered) as disruption sees it.
-
-    Attributes:
-        name: the Node's name ("" before registration).
-        node: the Node, once registered.
-        claim: the NodeClaim.
-        pool: its NodePool.
-        pods: the live pods bound to the node.
-        initialized: ``Initialized=True``.
-        deleting: the NodeClaim or the Node is being deleted.
-        ready: the Node's ``Ready`` is True.
-        instance_terminating: ``InstanceTerminating=True``.
-        tainted: the Node carries ``karpenter.sh/disrupted:NoSchedule``.
-    """
-
-    name: str
-    node: Node | None
-    claim: NodeClaim
-    pool: str
-    pods: tuple[Pod, ...]
-    initialized: bool
-    deleting: bool
-    ready: bool
-    instance_terminating: bool
-    tainted: bool
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        """The Node's labels (the NodeClaim's before registration)."""
-        return self.node.metadata.labels if self.node is not None else self.claim.metadata.labels
-
-
-def _state_node(claim: NodeClaim, node: Node | None, pods: Sequence[Pod]) -> StateNode:
-    conditions = claim.status.conditions if claim.status else ()
-    ready = node is not None and any(
-        c.type == _READY and c.status == "True" for c in node.status.conditions
-    )
-    deleting = claim.metadata.deletion_timestamp is not None or (
-        node is not None and node.metadata.deletion_timestamp is not None
-    )
-    tainted = node is not None and any(t.key == wk.TAINT_DISRUPTED for t in node.spec.taints)
-    return StateNode(
-        name=node.metadata.name if node is not None else "",
-        node=node,
-        claim=claim,
-        pool=claim.nodepool_name or "",
-        pods=tuple(pods),
-        initialized=cond.is_true(conditions, cond.NODECLAIM_CONDITION_INITIALIZED),
-        deleting=deleting,
-        ready=ready,
-        instance_terminating=cond.is_true(
-            conditions, cond.NODECLAIM_CONDITION_INSTANCE_TERMINATING
-        ),
-        tainted=tainted,
-    )
-
-
 GangKey = str
 """``ecosystem/namespace/name`` of a gang."""
 
@@ -300,22 +239,16 @@ class ClusterFacts:
         cls, snapshot: Snapshot, now: datetime, non_preemptible_classes: frozenset[str]
     ) -> ClusterFacts:
         """Join the snapshot's Nodes, NodeClaims and pods."""
-        by_node: dict[str, list[Pod]] = {}
-        node_of_pod: dict[str, str] = {}
-        for pod in snapshot.pods.values():
-            if pod.spec.node_name and not is_terminal(pod):
-                by_node.setdefault(pod.spec.node_name, []).append(pod)
-                node_of_pod[pod.key] = pod.spec.node_name
-        node_by_provider = {
-            n.spec.provider_id: n for n in snapshot.nodes.values() if n.spec.provider_id
+        node_of_pod = {
+            pod.key: pod.spec.node_name
+            for pod in snapshot.pods.values()
+            if pod.spec.node_name and not is_terminal(pod)
         }
-        nodes: dict[str, StateNode] = {}
-        for claim in snapshot.node_claims.values():
-            if not claim.nodepool_name:
-                continue
-            node = node_by_provider.get(claim.provider_id) if claim.provider_id else None
-            pods = by_node.get(node.metadata.name, []) if node is not None else []
-            nodes[claim.name] = _state_node(claim, node, sorted(pods, key=lambda p: p.key))
+        nodes = {
+            state.claim.name: state
+            for state in snapshot.state_nodes.values()
+            if state.claim is not None and state.claim.nodepool_name
+        }
         pools = {
             name: entry.nodepool
             for name, entry in snapshot.nodepools.items()

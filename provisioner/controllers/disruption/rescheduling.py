@@ -32,10 +32,9 @@ from cloudprovider.protocol import CloudProvider, NodeClassRef, NodePoolRef
 from provisioner.apis import labels as wk
 from provisioner.apis.core import Pod, Taint
 from provisioner.apis.nodepool import NodePool
-from provisioner.controllers.disruption.facts import ClusterFacts, StateNode, is_reschedulable
+from provisioner.controllers.disruption.facts import ClusterFacts, is_reschedulable
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.controller import (
-    SYNTHETIC_PREFIX,
     build_view,
     nodeclaim_body,
     ready_nodepools,
@@ -45,6 +44,7 @@ from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError
 from provisioner.kube.protocol import JsonObject
+from provisioner.state.statenode import StateNode
 
 __all__ = [
     "CatalogCache",
@@ -197,19 +197,15 @@ def _as_pending(pod: Pod) -> Pod:
     )
 
 
-def _fence(view: ClusterView, facts: ClusterFacts) -> ClusterView:
+def _fence(view: ClusterView) -> ClusterView:
     """Keep pending pods off capacity that is not initialized (in-flight or starting nodes)."""
-    initialized = {s.name for s in facts.nodes.values() if s.initialized and s.name}
-    managed = {s.name for s in facts.nodes.values() if s.name}
     nodes = []
-    for node in view.nodes:
-        name = node.metadata.name
-        fenced = name.startswith(SYNTHETIC_PREFIX) or (name in managed and name not in initialized)
-        if fenced and not any(t.key == _FENCE.key for t in node.spec.taints):
-            spec = node.spec.model_copy(update={"taints": (*node.spec.taints, _FENCE)})
-            nodes.append(node.model_copy(update={"spec": spec}))
+    for state in view.nodes:
+        fenced = state.managed and not (state.registered and state.initialized)
+        if fenced and not any(t.key == _FENCE.key for t in state.taints):
+            nodes.append(dataclasses.replace(state, taints=(*state.taints, _FENCE)))
         else:
-            nodes.append(node)
+            nodes.append(state)
     return dataclasses.replace(view, nodes=tuple(nodes))
 
 
@@ -233,7 +229,7 @@ def simulate(
         moving: other pods that must move with them (gang members on nodes that stay).
     """
     snapshot = facts.snapshot
-    removed_claims = {s.claim.name for s in removed} | set(leaving)
+    removed_claims = {s.nodeclaim.name for s in removed} | set(leaving)
     removed_nodes = {
         facts.nodes[c].name for c in removed_claims if c in facts.nodes and facts.nodes[c].name
     }
@@ -252,15 +248,14 @@ def simulate(
         pods[key] = pod
     if not displaced:
         return Simulation(displaced={})
-    sub = dataclasses.replace(
-        snapshot,
+    sub = snapshot.with_changes(
         nodes={k: v for k, v in snapshot.nodes.items() if k not in removed_nodes},
         node_claims={k: v for k, v in snapshot.node_claims.items() if k not in removed_claims},
         pods=pods,
     )
     try:
-        view, _ = build_view(sub, catalog.templates(), region=catalog.region)
-        result = plan(_fence(view, facts), planner)
+        view = build_view(sub, catalog.templates(), region=catalog.region)
+        result = plan(_fence(view), planner)
     except PodError as error:
         return Simulation(displaced=displaced, failure=str(error))
     return _outcome(displaced, result, facts)
@@ -269,15 +264,11 @@ def simulate(
 def _outcome(displaced: Mapping[str, Pod], result: Plan, facts: ClusterFacts) -> Simulation:
     problems = {u.pod: u.reason for u in result.unschedulable}
     problems.update({i.pod: i.reason for i in result.ignored})
-    uninitialized = {s.name: s.claim.name for s in facts.nodes.values() if not s.initialized}
     for placement in result.existing_nodes:
-        name = placement.name
-        claim = (
-            name.removeprefix(SYNTHETIC_PREFIX)
-            if name.startswith(SYNTHETIC_PREFIX)
-            else uninitialized.get(name)
-        )
-        if claim is not None and any(p in displaced for p in placement.pods):
+        state = facts.snapshot.state_nodes.get(placement.name)
+        uninitialized = state is not None and state.managed and not state.initialized
+        claim = state.claim_name if state is not None else ""
+        if uninitialized and any(p in displaced for p in placement.pods):
             return Simulation(
                 displaced=displaced,
                 failure=f"would schedule against uninitialized nodeclaim/{claim}",

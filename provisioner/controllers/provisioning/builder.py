@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from cloudprovider.instancetype import InstanceType
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Node, Pod
-from provisioner.apis.nodeclaim import NodeClaim
+from provisioner.apis.core import Pod
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.offerings import (
     SCHEDULING_EFFECTS,
@@ -50,7 +50,6 @@ from provisioner.podgroups import (
     scaling_pod_original,
 )
 from provisioner.scheduling.affinity import AffinityError, NodeSelectorTerm
-from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import (
     fits,
@@ -60,6 +59,7 @@ from provisioner.scheduling.resources import (
     with_pod_slot,
 )
 from provisioner.scheduling.taints import Taint, untolerated
+from provisioner.state.statenode import StateNode
 from solver.problem import (
     GPU_MILLI,
     AntiAffinity,
@@ -366,41 +366,83 @@ class _Compatibility:
 def _existing_bins(
     view: ClusterView, daemons: DaemonOverhead, bound: Mapping[str, Sequence[Pod]]
 ) -> dict[str, _ExistingNode]:
-    """Existing nodes and in-flight NodeClaims (not yet registered) with what they have left.
+    """Existing nodes and in-flight NodeClaims (state nodes) with what they have left.
 
-    ``bound`` is ``view.bound_pods()``.
+    ``bound`` is ``view.bound_pods()`` (by state node key).
     """
     nodes: dict[str, _ExistingNode] = {}
-    for node in view.nodes:
-        if node.metadata.deletion_timestamp is not None or node.spec.unschedulable:
+    for state in view.nodes:
+        if state.deleting or state.unschedulable:
             continue
-        node_bin = _node_bin(node, bound.get(node.metadata.name, []))
+        resolved = _resolved(view, state, daemons)
+        if resolved is None:
+            continue
+        labels, allocatable = resolved
+        node_bin = _node_bin(state, labels, allocatable, bound.get(state.key, []))
         nodes[node_bin.id] = node_bin
-    registered = {n.spec.provider_id for n in view.nodes if n.spec.provider_id}
-    registered_names = {n.metadata.name for n in view.nodes}
-    for claim in view.node_claims:
-        if claim.metadata.deletion_timestamp is not None:
-            continue
-        status = claim.status
-        if status is not None and (
-            (status.provider_id and status.provider_id in registered)
-            or (status.node_name and status.node_name in registered_names)
-        ):
-            continue
-        claim_bin = _claim_bin(view, claim, daemons)
-        if claim_bin is not None:
-            nodes[claim_bin.id] = claim_bin
     return nodes
 
 
-def _resources(values: Mapping[str, object]) -> dict[str, int]:
-    return {name: parse_quantity(str(value)) for name, value in values.items()}
+def _resolved(
+    view: ClusterView, state: StateNode, daemons: DaemonOverhead
+) -> tuple[dict[str, str], dict[str, int]] | None:
+    """The labels and allocatable of a state node; None when they cannot be known.
+
+    A registered Node reports its own (its DaemonSet pods are bound to it). An in-flight
+    NodeClaim has its launched allocatable, or else the smallest of its instance types, and
+    its DaemonSet pods are still to come, so their requests are taken off.
+    """
+    labels = dict(state.labels)
+    if state.registered:
+        return labels, dict(state.allocatable or {})
+    allocatable = dict(state.allocatable) if state.allocatable is not None else None
+    if allocatable is None:
+        types = _claim_types(view, state)
+        if not types:
+            return None
+        allocatable = _smallest(t.allocatable for t in types)
+        if len(types) == 1:
+            labels = {**types[0].labels, **labels}
+    taints = [Taint(t.key, t.value or "", t.effect) for t in state.taints]  # type: ignore[arg-type]
+    overhead = daemons.requests_for(labels, taints)
+    return labels, {k: max(v, 0) for k, v in subtract(allocatable, overhead).items()}
 
 
-def _node_bin(node: Node, pods: Sequence[Pod]) -> _ExistingNode:
-    labels = dict(node.metadata.labels)
-    labels.setdefault(wk.LABEL_HOSTNAME, node.metadata.name)
-    allocatable = _resources(node.status.allocatable)
+def _claim_types(view: ClusterView, state: StateNode) -> list[InstanceType]:
+    """The instance types an in-flight NodeClaim may launch as (those its pool still has)."""
+    pool = view.pool(state.pool)
+    if pool is None or not state.instance_types:
+        return []
+    allowed = set(state.instance_types)
+    return [t for t in pool.instance_types if t.name in allowed]
+
+
+def _smallest(lists: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    result: dict[str, int] | None = None
+    for values in lists:
+        if result is None:
+            result = dict(values)
+        else:
+            result = {k: min(v, values.get(k, 0)) for k, v in result.items()}
+    return result or {}
+
+
+def _largest(lists: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for values in lists:
+        for name, value in values.items():
+            result[name] = max(result.get(name, 0), value)
+    return result
+
+
+def _node_bin(
+    state: StateNode,
+    labels: dict[str, str],
+    allocatable: Mapping[str, int],
+    pods: Sequence[Pod],
+) -> _ExistingNode:
+    if state.name:
+        labels.setdefault(wk.LABEL_HOSTNAME, state.name)
     used: dict[str, int] = {}
     fraction_used = 0
     for pod in pods:
@@ -436,19 +478,19 @@ def _node_bin(node: Node, pods: Sequence[Pod]) -> _ExistingNode:
     remaining[GPU] = whole_free * 1000
     gpus_free = (1000,) * whole_free + ((GPU_MILLI - partial,) if partial else ())
     taints = tuple(
-        Taint(t.key, t.value, t.effect)  # type: ignore[arg-type]
-        for t in node.spec.taints
+        Taint(t.key, t.value or "", t.effect)  # type: ignore[arg-type]
+        for t in state.taints
         if t.effect in SCHEDULING_EFFECTS
     )
     return _ExistingNode(
-        id=node.metadata.name,
+        id=state.key,
         zone=labels.get(wk.LABEL_ZONE, ""),
-        pool=labels.get(wk.LABEL_NODEPOOL, ""),
+        pool=state.pool,
         labels=labels,
         taints=taints,
         remaining=remaining,
         gpus_free=gpus_free,
-        hostname=node.metadata.name,
+        hostname=state.name,
     )
 
 
@@ -460,43 +502,6 @@ def _safe_fraction(pod: Pod) -> int | None:
     if fraction is None or fraction[0] >= GPU_MILLI:
         return None
     return fraction[0] * fraction[1]
-
-
-def _claim_bin(
-    view: ClusterView, claim: NodeClaim, daemons: DaemonOverhead
-) -> _ExistingNode | None:
-    requirements = Requirements.from_terms(
-        [r.model_dump(by_alias=True, exclude_none=True) for r in claim.spec.requirements]
-    )
-    labels = requirements.labels()
-    pool_name = claim.metadata.labels.get(wk.LABEL_NODEPOOL, labels.get(wk.LABEL_NODEPOOL, ""))
-    labels = {**labels, **claim.metadata.labels}
-    allocatable: dict[str, int] | None = None
-    if claim.status is not None and claim.status.allocatable:
-        allocatable = _resources(claim.status.allocatable)
-    else:
-        pool = view.pool(pool_name)
-        type_name = labels.get(wk.LABEL_INSTANCE_TYPE)
-        if pool is not None and type_name is not None:
-            instance_type = next((t for t in pool.instance_types if t.name == type_name), None)
-            if instance_type is not None:
-                labels = {**instance_type.labels, **labels}
-                overhead = daemons.requests_for(labels, pool.taints)
-                allocatable = subtract(instance_type.allocatable, overhead)
-    if allocatable is None:
-        return None
-    taints = tuple(Taint(t.key, t.value or "", t.effect) for t in claim.spec.taints)
-    gpus = allocatable.get(GPU, 0) // GPU_MILLI
-    return _ExistingNode(
-        id=f"nodeclaim/{claim.metadata.name}",
-        zone=labels.get(wk.LABEL_ZONE, ""),
-        pool=pool_name,
-        labels=labels,
-        taints=taints,
-        remaining={k: max(v, 0) for k, v in allocatable.items()},
-        gpus_free=(1000,) * gpus,
-        hostname="",
-    )
 
 
 def _solver_existing(node: _ExistingNode, names: Sequence[str]) -> ExistingBin:
@@ -610,7 +615,7 @@ def _topology(  # noqa: PLR0917 - private, called once
     context = _TopologyContext(
         pending=pending,
         bound=[(node, pod) for node, pods in bound.items() for pod in pods],
-        node_zone={n.metadata.name: n.metadata.labels.get(wk.LABEL_ZONE, "") for n in view.nodes},
+        node_zone={n.key: n.zone for n in view.nodes},
         allowed=allowed,
         options=options,
         existing=existing,
@@ -1051,27 +1056,27 @@ def _first_undominated(vectors: Sequence[tuple[int, ...]]) -> list[int]:
 
 
 def _limits(view: ClusterView, names: Sequence[str]) -> list[PoolLimit]:
+    """What each limited NodePool has left: its limits minus the capacity of its nodes.
+
+    An in-flight NodeClaim not yet launched counts as its largest instance type, since
+    CreateFleet may launch any of them.
+    """
+    usage_of: dict[str, dict[str, int]] = {}
+    for state in view.nodes:
+        if not state.pool:
+            continue
+        capacity = state.capacity
+        if capacity is None:
+            capacity = _largest(t.capacity for t in _claim_types(view, state))
+        usage = usage_of.setdefault(state.pool, {NODES: 0})
+        for name, amount in capacity.items():
+            usage[name] = usage.get(name, 0) + amount
+        usage[NODES] += 1000
     limits: list[PoolLimit] = []
     for pool in view.pools:
         if pool.limits is None:
             continue
-        usage: dict[str, int] = {NODES: 0}
-        for node in view.nodes:
-            if node.metadata.labels.get(wk.LABEL_NODEPOOL) != pool.name:
-                continue
-            for name, amount in _resources(node.status.capacity).items():
-                usage[name] = usage.get(name, 0) + amount
-            usage[NODES] += 1000
-        registered = {n.spec.provider_id for n in view.nodes if n.spec.provider_id}
-        for claim in view.node_claims:
-            if claim.metadata.labels.get(wk.LABEL_NODEPOOL) != pool.name:
-                continue
-            if claim.status is not None and claim.status.provider_id in registered:
-                continue
-            capacity = claim.status.capacity if claim.status is not None else None
-            for name, amount in _resources(capacity or {}).items():
-                usage[name] = usage.get(name, 0) + amount
-            usage[NODES] += 1000
+        usage = usage_of.get(pool.name, {})
         remaining = {
             name: max(limit - usage.get(name, 0), 0) for name, limit in pool.limits.items()
         }

@@ -10,18 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from provisioner.apis import labels as wk
 from provisioner.apis.core import (
     DaemonSet,
-    Node,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
     StorageClass,
 )
-from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.controllers.provisioning.offerings import PoolTemplate
 from provisioner.podgroups import ProvisioningContext, build_context
+from provisioner.state.statenode import StateNode
 
 __all__ = ["ClusterView", "is_terminal"]
 
@@ -39,8 +37,9 @@ class ClusterView:
 
     Attributes:
         pods: every pod (pending and bound).
-        nodes: existing nodes.
-        node_claims: NodeClaims, launched or in flight.
+        nodes: the cluster's state nodes: registered Nodes (joined to their NodeClaims) and
+            in-flight NodeClaims. A pod bound to one has ``spec.nodeName`` set to its
+            :attr:`~provisioner.state.statenode.StateNode.key` (nominated pods included).
         pools: ready NodePools with their instance types.
         daemonsets: DaemonSets (per-node overhead).
         claims: PersistentVolumeClaims by ``namespace/name``.
@@ -51,8 +50,7 @@ class ClusterView:
     """
 
     pods: Sequence[Pod]
-    nodes: Sequence[Node] = ()
-    node_claims: Sequence[NodeClaim] = ()
+    nodes: Sequence[StateNode] = ()
     pools: Sequence[PoolTemplate] = ()
     daemonsets: Sequence[DaemonSet] = ()
     claims: Mapping[str, PersistentVolumeClaim] = field(default_factory=dict)
@@ -82,7 +80,3 @@ class ClusterView:
             and not is_terminal(pod)
             and pod.metadata.deletion_timestamp is None
         ]
-
-    def node_zone(self, node: Node) -> str:
-        """The zone label of a node ("" when missing)."""
-        return node.metadata.labels.get(wk.LABEL_ZONE, "")

@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
+
+from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.errors import CloudProviderError
 from cloudprovider.instancetype import InstanceType
@@ -26,7 +28,7 @@ from cloudprovider.protocol import NodeClassRef, NodePoolRef
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
 from provisioner.apis.conditions import CONDITION_READY, STATUS_FALSE
-from provisioner.apis.core import Node, NodeSpec, NodeStatus, ObjectMeta, Pod, Taint
+from provisioner.apis.core import Pod
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_hash
 from provisioner.controllers.events import failed_scheduling, nominated
@@ -34,10 +36,10 @@ from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.cluster import ClusterView, is_terminal
 from provisioner.controllers.provisioning.offerings import (
-    DaemonOverhead,
     PoolTemplate,
     pool_template,
 )
+from provisioner.controllers.provisioning.overlays import apply_overlays
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
@@ -47,18 +49,23 @@ from provisioner.kube.resource import NODE_CLAIMS
 from provisioner.podgroups import build_context, detect_group, karpenter_ignore_reason
 from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.quantity import parse_quantity
-from provisioner.scheduling.requirements import Requirement, Requirements
-from provisioner.scheduling.resources import format_resource_list, subtract
+from provisioner.scheduling.requirements import Requirement
+from provisioner.scheduling.resources import format_resource_list
 from provisioner.state.cluster import NOMINATION_WINDOW, Snapshot
 
 __all__ = [
     "NOT_SYNCED_REQUEUE",
     "POD_REQUEUE",
+    "BatchObserver",
+    "InstanceTypeLookup",
+    "PoolSet",
     "ProvisioningController",
     "build_view",
+    "decide",
     "is_provisionable",
     "nodeclaim_body",
     "ready_nodepools",
+    "resolve_pools",
 ]
 
 NAME: Final = "provisioner"
@@ -66,7 +73,6 @@ POD_REQUEUE: Final = timedelta(seconds=10)
 """Karpenter's ``provisioner.trigger.pod`` requeue for pods still provisionable."""
 NOT_SYNCED_REQUEUE: Final = timedelta(seconds=1)
 SHOWN_NAMES: Final = 5
-SYNTHETIC_PREFIX: Final = "nodeclaim/"
 MIN_VALUES_RELAXED: Final = "false"
 
 
@@ -114,136 +120,21 @@ def _nodeclass_label(nodepool: NodePool) -> str:
 # --- the view --------------------------------------------------------------------------------
 
 
-def _resources(values: Mapping[str, object] | None) -> dict[str, int]:
-    return {name: parse_quantity(str(value)) for name, value in (values or {}).items()}
-
-
-def _min_resources(lists: Iterable[Mapping[str, int]]) -> dict[str, int]:
-    result: dict[str, int] | None = None
-    for resources in lists:
-        if result is None:
-            result = dict(resources)
-        else:
-            result = {k: min(v, resources.get(k, 0)) for k, v in result.items()}
-    return result or {}
-
-
-def _claim_types(claim: NodeClaim, pool: PoolTemplate | None) -> list[InstanceType]:
-    if pool is None:
-        return []
-    allowed = Requirements.from_terms(
-        [r.model_dump(by_alias=True, exclude_none=True) for r in claim.spec.requirements]
-    ).for_key(wk.LABEL_INSTANCE_TYPE)
-    return [t for t in pool.instance_types if allowed.has(t.name)]
-
-
-def _in_flight_node(
-    claim: NodeClaim, pool: PoolTemplate | None, daemons: DaemonOverhead
-) -> Node | None:
-    """An in-flight NodeClaim as the node it will become (conservatively its smallest type)."""
-    requirements = Requirements.from_terms(
-        [r.model_dump(by_alias=True, exclude_none=True) for r in claim.spec.requirements]
-    )
-    labels = {**requirements.labels(), **claim.metadata.labels}
-    status = claim.status
-    taints = tuple(
-        Taint(key=t.key, value=t.value or "", effect=t.effect) for t in claim.spec.taints
-    )
-    if status is not None and status.allocatable:
-        allocatable = _resources(status.allocatable)
-        capacity = _resources(status.capacity) or allocatable
-    else:
-        types = _claim_types(claim, pool)
-        if not types:
-            return None
-        allocatable = _min_resources(t.allocatable for t in types)
-        capacity = _min_resources(t.capacity for t in types)
-    overhead = daemons.requests_for(labels, [])
-    allocatable = {k: max(v, 0) for k, v in subtract(allocatable, overhead).items()}
-    return Node(
-        metadata=ObjectMeta(name=f"{SYNTHETIC_PREFIX}{claim.name}", labels=labels),
-        spec=NodeSpec(taints=taints),
-        status=NodeStatus(
-            allocatable={k: f"{v}m" for k, v in allocatable.items()},
-            capacity={k: f"{v}m" for k, v in capacity.items()},
-        ),
-    )
-
-
-def _uninitialized_view(node: Node, claim: NodeClaim | None) -> Node:
-    """A managed node not yet initialized, as it will be once initialized.
-
-    Its startup and ephemeral taints are left out, and its allocatable is the NodeClaim's
-    where the node does not report a resource yet (a GPU device plugin registers
-    ``nvidia.com/gpu`` only after start-up), as Karpenter does until initialization.
-    """
-    if node.metadata.labels.get(wk.LABEL_INITIALIZED) == wk.TRUE or claim is None:
-        return node
-    startup = {(t.key, t.effect) for t in claim.spec.startup_taints}
-    kept = tuple(
-        t
-        for t in node.spec.taints
-        if (t.key, t.effect) not in startup
-        and t.key not in wk.KNOWN_EPHEMERAL_TAINT_KEYS
-        and wk.label_domain(t.key) != wk.READINESS_TAINT_DOMAIN
-    )
-    claimed = claim.status.allocatable if claim.status is not None else None
-    missing = {
-        name: value
-        for name, value in (claimed or {}).items()
-        if name not in node.status.allocatable
-        or _resources({name: node.status.allocatable[name]})[name] == 0
-    }
-    if len(kept) == len(node.spec.taints) and not missing:
-        return node
-    update: dict[str, object] = {"spec": node.spec.model_copy(update={"taints": kept})}
-    if missing:
-        allocatable = {**node.status.allocatable, **missing}
-        update["status"] = node.status.model_copy(update={"allocatable": allocatable})
-    return node.model_copy(update=update)
-
-
 def build_view(
     snapshot: Snapshot, pools: Sequence[PoolTemplate], *, region: str = ""
-) -> tuple[ClusterView, dict[str, str]]:
-    """The planner's view of the cache.
+) -> ClusterView:
+    """The planner's view of a cache snapshot.
 
-    Nominated pods appear bound to their NodeClaim (its Node when registered, else a stand-in
-    node for the in-flight claim), so their capacity is spent; in-flight NodeClaims appear as
-    nodes with their smallest instance type's capacity; managed nodes not yet initialized
-    appear without their startup and ephemeral taints.
-
-    Returns:
-        The view and a map from view node names to NodeClaim names.
+    The view's nodes are the snapshot's state nodes (registered Nodes and in-flight
+    NodeClaims); a nominated pod appears bound to the state node of its NodeClaim, so its
+    capacity is spent there.
     """
-    by_pool = {p.name: p for p in pools}
-    daemons = DaemonOverhead.from_daemonsets(snapshot.daemonsets.values())
-    claim_of_node: dict[str, str] = {}
-    claims_by_provider = {
-        c.provider_id: c for c in snapshot.node_claims.values() if c.provider_id is not None
-    }
-    nodes: list[Node] = []
-    registered_claims: dict[str, str] = {}
-    for node in snapshot.nodes.values():
-        claim = claims_by_provider.get(node.spec.provider_id) if node.spec.provider_id else None
-        if claim is not None:
-            claim_of_node[node.metadata.name] = claim.name
-            registered_claims[claim.name] = node.metadata.name
-        nodes.append(_uninitialized_view(node, claim))
-    for claim in snapshot.node_claims.values():
-        if claim.metadata.deletion_timestamp is not None or claim.name in registered_claims:
-            continue
-        stand_in = _in_flight_node(claim, by_pool.get(claim.nodepool_name or ""), daemons)
-        if stand_in is not None:
-            nodes.append(stand_in)
-            claim_of_node[stand_in.metadata.name] = claim.name
-            registered_claims[claim.name] = stand_in.metadata.name
     pods: list[Pod] = []
+    target = {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
     for key, pod in snapshot.pods.items():
-        nomination = snapshot.nominations.get(key)
-        target = registered_claims.get(nomination.node_claim) if nomination else None
-        if target is not None and not pod.spec.node_name:
-            spec = pod.spec.model_copy(update={"node_name": target})
+        node = target.get(key)
+        if node is not None and not pod.spec.node_name:
+            spec = pod.spec.model_copy(update={"node_name": node})
             pods.append(pod.model_copy(update={"spec": spec}))
         else:
             pods.append(pod)
@@ -252,10 +143,9 @@ def build_view(
         pods=tuple(pods),
         priority_classes=dict(snapshot.priority_classes),
     )
-    view = ClusterView(
+    return ClusterView(
         pods=tuple(pods),
-        nodes=tuple(nodes),
-        node_claims=(),
+        nodes=tuple(snapshot.state_nodes.values()),
         pools=tuple(pools),
         daemonsets=tuple(snapshot.daemonsets.values()),
         claims=dict(snapshot.pvcs),
@@ -264,7 +154,53 @@ def build_view(
         groups=groups,
         region=region,
     )
-    return view, claim_of_node
+
+
+InstanceTypeLookup = Callable[[NodePool], Sequence[InstanceType]]
+"""The instance types of a NodePool (raises ``CloudProviderError`` when it has none now)."""
+
+PoolSet = Mapping[str, tuple[NodePool, PoolTemplate]]
+"""Ready NodePools with their planning templates, by name."""
+
+
+def resolve_pools(
+    snapshot: Snapshot, instance_types: InstanceTypeLookup, log: FilteringBoundLogger
+) -> dict[str, tuple[NodePool, PoolTemplate]]:
+    """The ready NodePools with their instance types, NodeOverlays applied.
+
+    A NodePool whose instance types cannot be resolved is left out (and logged).
+    """
+    overlays = list(snapshot.overlays.values())
+    pools: dict[str, tuple[NodePool, PoolTemplate]] = {}
+    for nodepool in ready_nodepools(snapshot):
+        try:
+            types = instance_types(nodepool)
+        except CloudProviderError as error:
+            log.error(  # noqa: TRY400 - Karpenter's message, no traceback
+                "ignoring nodepool, not ready", NodePool={"name": nodepool.name}, error=str(error)
+            )
+            continue
+        if not types:
+            log.info("skipping, no resolved instance types found", NodePool={"name": nodepool.name})
+            continue
+        adjusted = apply_overlays(types, overlays, pool=nodepool.name)
+        pools[nodepool.name] = (nodepool, pool_template(nodepool, adjusted))
+    if not pools:
+        log.info("no dynamic nodepools found")
+    return pools
+
+
+def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region: str = "") -> Plan:
+    """One provisioning batch's decision: what to launch and where pods go, nothing done yet.
+
+    The provisioning controller acts on this; `jointer plan` prints it. Both call it on a
+    cache snapshot (the controller's, or one loaded from manifests).
+
+    Raises:
+        PodError: for a pod or DaemonSet whose spec cannot be read.
+    """
+    view = build_view(snapshot, [template for _, template in pools.values()], region=region)
+    return plan(view, planner)
 
 
 # --- the NodeClaim ---------------------------------------------------------------------------
@@ -404,8 +340,12 @@ def nodeclaim_body(
 
 @dataclass(frozen=True, slots=True)
 class _Step:
-    pools: dict[str, tuple[NodePool, PoolTemplate]]
+    pools: PoolSet
     snapshot: Snapshot
+
+
+BatchObserver = Callable[[Snapshot, PoolSet, Plan], None]
+"""Sees each batch's decision (tests compare it with `jointer plan` on the same state)."""
 
 
 class ProvisioningController(ControllerBase):
@@ -436,6 +376,8 @@ class ProvisioningController(ControllerBase):
         self._planner = planner or PlannerConfig()
         self._region = region
         self._window = nomination_window
+        self.observer: BatchObserver | None = None
+        """Called with every batch's snapshot, pools and decision before it is acted on."""
 
     # -- triggers -----------------------------------------------------------------------------
 
@@ -478,28 +420,13 @@ class ProvisioningController(ControllerBase):
         nominations = self._state.nominations(now)
         return [p for p in self._state.pods() if is_provisionable(p) and p.key not in nominations]
 
-    def _pools(self, snapshot: Snapshot) -> dict[str, tuple[NodePool, PoolTemplate]]:
-        pools: dict[str, tuple[NodePool, PoolTemplate]] = {}
-        for nodepool in ready_nodepools(snapshot):
-            ref = NodePoolRef(name=nodepool.name, node_class=_node_class_ref(nodepool))
-            try:
-                types = self._cloud.get_instance_types(ref)
-            except CloudProviderError as error:
-                self._log.error(
-                    "ignoring nodepool, not ready",
-                    NodePool={"name": nodepool.name},
-                    error=str(error),
-                )
-                continue
-            if not types:
-                self._log.info(
-                    "skipping, no resolved instance types found", NodePool={"name": nodepool.name}
-                )
-                continue
-            pools[nodepool.name] = (nodepool, pool_template(nodepool, types))
-        if not pools:
-            self._log.info("no dynamic nodepools found")
-        return pools
+    def _instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
+        ref = NodePoolRef(name=nodepool.name, node_class=_node_class_ref(nodepool))
+        return self._cloud.get_instance_types(ref)
+
+    def pools(self, snapshot: Snapshot) -> dict[str, tuple[NodePool, PoolTemplate]]:
+        """The ready NodePools with their instance types from the cloud provider."""
+        return resolve_pools(snapshot, self._instance_types, self._log)
 
     def schedule(self, now: datetime) -> int:
         """Plan for every provisionable pod and create the NodeClaims.
@@ -508,15 +435,15 @@ class ProvisioningController(ControllerBase):
             How many provisionable pods are still without capacity or nomination.
         """
         snapshot = self._state.snapshot(now)
-        step = _Step(self._pools(snapshot), snapshot)
-        templates = [template for _, template in step.pools.values()]
-        view, claim_of_node = build_view(snapshot, templates, region=self._region)
+        step = _Step(self.pools(snapshot), snapshot)
         started = self._clock.monotonic()
         try:
-            result = plan(view, self._planner)
+            result = decide(snapshot, step.pools, planner=self._planner, region=self._region)
         except PodError as error:
             self._log.error("could not schedule pod", error=str(error))
             return 1
+        if self.observer is not None:
+            self.observer(snapshot, step.pools, result)
         duration = self._clock.monotonic() - started
         self._metrics.scheduling_duration.labels(controller=NAME).observe(result.solver.seconds)
         self._metrics.plan_cost.set(result.cost_per_hour)
@@ -535,7 +462,7 @@ class ProvisioningController(ControllerBase):
                 nodeclaims=len(result.node_claims),
                 pods=len(placed),
             )
-        self._nominate_existing(result, claim_of_node, snapshot, now)
+        self._nominate_existing(result, snapshot, now)
         failed = self._create_all(result, step, now)
         for unschedulable in result.unschedulable:
             pod = snapshot.pods.get(unschedulable.pod)
@@ -543,21 +470,18 @@ class ProvisioningController(ControllerBase):
                 self._events.publish(failed_scheduling(pod, unschedulable.reason))
         return len(result.unschedulable) + failed
 
-    def _nominate_existing(
-        self, result: Plan, claim_of_node: Mapping[str, str], snapshot: Snapshot, now: datetime
-    ) -> None:
+    def _nominate_existing(self, result: Plan, snapshot: Snapshot, now: datetime) -> None:
         for placement in result.existing_nodes:
-            claim = claim_of_node.get(placement.name)
-            if claim is None:
+            state = snapshot.state_nodes.get(placement.name)
+            if state is None or state.claim is None:
                 continue
-            node = "" if placement.name.startswith(SYNTHETIC_PREFIX) else placement.name
-            if node == "":
+            if not state.registered:
                 pods = [k for k in placement.pods if snapshot.pods.get(k) is not None]
                 self._log.info("computed unready node(s) will fit pod(s)", nodes=1, pods=len(pods))
             for key in placement.pods:
                 pod = snapshot.pods.get(key)
                 if pod is not None:
-                    self._nominate(pod, claim, node, now)
+                    self._nominate(pod, state.claim.name, state.name, now)
 
     def _nominate(self, pod: Pod, claim: str, node: str, now: datetime) -> None:
         self._state.nominate(pod, claim, until=now + self._window)
@@ -615,8 +539,9 @@ class ProvisioningController(ControllerBase):
                 continue
             usage["nodes"] = usage.get("nodes", 0) + 1000
             status = claim.status
-            for key, value in _resources(status.capacity if status else None).items():
-                usage[key] = usage.get(key, 0) + value
+            capacity = status.capacity if status is not None else None
+            for key, value in (capacity or {}).items():
+                usage[key] = usage.get(key, 0) + parse_quantity(str(value))
         for key, limit in nodepool.limits.items():
             if usage.get(key, 0) > parse_quantity(str(limit)):
                 return key
