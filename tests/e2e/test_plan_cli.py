@@ -224,7 +224,7 @@ def test_an_explicit_time_limit_replaces_the_adaptive_budget(
         seen.append(config)
         return real(view, config)
 
-    monkeypatch.setattr(planner, "plan", spy)
+    monkeypatch.setattr("provisioner.controllers.provisioning.controller.plan", spy)
     out = io.StringIO()
     monkeypatch.setattr("sys.stdout", out)
     assert main(["plan", "-f", str(EXAMPLES[0]), *args, "-o", "json"]) == 0
