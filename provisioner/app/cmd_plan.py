@@ -122,6 +122,7 @@ def plan_files(
     stderr: TextIO,
     stdin: TextIO | None = None,
     deterministic_time: float | None = None,
+    random_seed: int = 0,
 ) -> Any:
     """Read the manifests and the catalog and plan; raise :class:`InputError` on bad input.
 
@@ -143,6 +144,7 @@ def plan_files(
         time_limit_seconds=_DEFAULT_TIME_LIMIT if time_limit is None else time_limit,
         adaptive_budget=time_limit is None,
         num_workers=1 if deterministic_time is not None else 2,
+        random_seed=random_seed,
         deterministic_time=deterministic_time,
     )
     try:
