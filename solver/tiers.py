@@ -81,7 +81,7 @@ def fall_through(
     first = solve_tier(problem)
     if not may_fall_through(problem):
         return Tiers(first, (first,))
-    tried = {c.key: tier_weight(problem, c) for c in problem.classes}
+    tried = _Tried(problem)
     plan, rounds = first, [first]
     for _ in range(_MAX_ROUNDS):
         step = _Residual.build(problem, plan, tried)
@@ -95,8 +95,23 @@ def fall_through(
             break
         plan = merged
         rounds.append(sub)
-        tried.update(step.tried)
+        tried.known.update(step.tried)
     return Tiers(plan, tuple(rounds))
+
+
+class _Tried:
+    """The tier weight each class was last planned at (computed when first asked)."""
+
+    def __init__(self, problem: Problem) -> None:
+        """Start with the problem's own tiers."""
+        self.problem = problem
+        self.known: dict[str, int | None] = {}
+
+    def weight(self, c: PodClass) -> int | None:
+        """Return the weight of the tier the class was last planned at."""
+        if c.key not in self.known:
+            self.known[c.key] = tier_weight(self.problem, c)
+        return self.known[c.key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +127,7 @@ class _Residual:
     """Tier weight of each falling class in this residual problem."""
 
     @classmethod
-    def build(
-        cls, problem: Problem, plan: Solution, tried: Mapping[str, int | None]
-    ) -> _Residual | None:
+    def build(cls, problem: Problem, plan: Solution, tried: _Tried) -> _Residual | None:
         """Return the residual problem of the classes that fall, or ``None`` if none does."""
         left = Leftover.of(problem, plan.new_bins)
         after = left.residual(problem)
@@ -129,7 +142,7 @@ class _Residual:
         falling: dict[str, PodClass] = {}
         for c in problem.classes:
             if c.gang is None and unplaced[c.key] > 0:
-                w, was = tier_weight(after, c), tried[c.key]
+                w, was = tier_weight(after, c), tried.weight(c)
                 if w is not None and was is not None and w < was:
                     falling[c.key] = dataclasses.replace(c, count=unplaced[c.key])
         for g in problem.gangs:
@@ -185,7 +198,7 @@ class _Residual:
 
 
 def _falling_gang(
-    problem: Problem, after: Problem, gang: str, tried: Mapping[str, int | None]
+    problem: Problem, after: Problem, gang: str, tried: _Tried
 ) -> dict[str, PodClass]:
     """Return the classes of a gang left whole, restricted to lighter pools, if it falls.
 
@@ -193,7 +206,7 @@ def _falling_gang(
     ``max_count``: the gang did not fit what that pool had left.
     """
     members = list(problem.classes_of_gang(gang))
-    weights = [w for c in members if (w := tried[c.key]) is not None]
+    weights = [w for c in members if (w := tried.weight(c)) is not None]
     if not weights:
         return {}
     w = max(weights)

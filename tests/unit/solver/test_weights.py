@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from solver import cpsat
 from solver.greedy import cost_aware_ffd, karpenter_ffd
@@ -23,6 +25,7 @@ from solver.problem import (
 from solver.validate import violations
 from solver.weights import Leftover
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
+from tests.unit.solver.strategies import problems
 
 TYPES = (
     bt("od-s", 2000, 4096, 100, pool="od"),
@@ -220,3 +223,28 @@ def test_validate_judges_a_gang_whole() -> None:
     roomy = dataclasses.replace(gang, limits=_limited(8000))
     bad = _sol(roomy, [NewBin("sp-l", Placement({"g": 4}))])
     assert any("gang G" in v for v in violations(roomy, bad))
+
+
+@st.composite
+def _limited_heavier(draw: st.DrawFn) -> Problem:
+    """The random problems with their limited pool ``q`` the heavier one."""
+    return dataclasses.replace(draw(problems()), pool_weights={"q": draw(st.sampled_from([5, 10]))})
+
+
+@settings(max_examples=25)
+@given(_limited_heavier())
+def test_falling_through_keeps_every_rule_and_the_optimiser_never_loses(problem: Problem) -> None:
+    s = cpsat.solve(problem, TEST_CONFIG)
+    assert violations(problem, s) == []
+    assert 0 <= s.lower_bound_micros <= s.cost_micros
+    placed = sum(s.placed_counts().values())
+    for plan in (karpenter_ffd, cost_aware_ffd):
+        g = plan(problem)
+        assert violations(problem, g) == []
+        placed_g = sum(g.placed_counts().values())
+        assert placed >= placed_g
+        if placed == placed_g:
+            assert s.cost_micros <= g.cost_micros
+        # falling through only adds pods to the top tier's plan
+        alone = plan(problem, fall_through=False)
+        assert placed_g >= sum(alone.placed_counts().values())
