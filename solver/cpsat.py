@@ -1,6 +1,10 @@
 """The optimiser: LP dives over greedy and generated columns, and an integer master in CP-SAT.
 
-``solve(problem, config)``:
+``solve(problem, config)`` plans tier by tier (``solver.tiers``): the steps below plan the
+pods of the heaviest NodePools they may use; pods whose pools' limits run out fall through to
+the next tier, planned again by the same steps with the first tier's bins pre-opened. A plan
+of several tiers is compared with both greedy plans (which fall through too) and the better
+one is kept; its bound is the fluid bound without weights (a relaxation of rule 9).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
@@ -69,6 +73,7 @@ from typing import Any, NamedTuple
 
 from ortools.sat.python import cp_model
 
+from solver import tiers
 from solver.bounds import fluid_bound, hostname_caps
 from solver.colgen import (
     SMOOTHING,
@@ -87,6 +92,7 @@ from solver.greedy import (
     cost_aware_ffd,
     downsize,
     karpenter_ffd,
+    plan_tiers,
     unplaced_entries,
 )
 from solver.improve import improve
@@ -107,7 +113,7 @@ from solver.problem import (
 from solver.rounding import dive, zone_bound
 from solver.shapes import LPView, lp_view
 from solver.validate import violations
-from solver.weights import apply_pool_weights
+from solver.weights import apply_pool_weights, may_fall_through
 
 LinExpr = Any
 
@@ -529,9 +535,9 @@ def budget_seconds(problem: Problem, config: SolverConfig) -> float:
 
 
 def _greedy_plans(problem: Problem, hard: float, log: Callable[[str], None]) -> list[Solution]:
-    plans = [karpenter_ffd(problem)]
+    plans = [karpenter_ffd(problem, fall_through=False)]
     try:
-        plans.insert(0, cost_aware_ffd(problem, deadline=hard))
+        plans.insert(0, cost_aware_ffd(problem, deadline=hard, fall_through=False))
     except GreedyTimeout:
         log("cost-aware greedy skipped: time limit")
     return plans
@@ -540,6 +546,79 @@ def _greedy_plans(problem: Problem, hard: float, log: Callable[[str], None]) -> 
 def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     """Return the cheapest plan found within the configured limits (never worse than greedy).
 
+    Plans tier by tier (``solver.tiers``), each tier with ``_solve_tier`` and the time left;
+    the first tier starts from the greedy plans' first tiers.
+
+    Raises:
+        ProblemError: when ``problem.validate_structure()`` fails.
+    """
+    config = config or SolverConfig()
+    start = time.monotonic()
+    problem.validate_structure()
+    greedy = _greedy_tiers(problem, start + config.time_limit_seconds, _log(config))
+    starts: list[list[Solution]] = [[g.rounds[0] for g in greedy]]
+
+    def tier(p: Problem) -> Solution:
+        # each tier gets the adaptive budget of its own pods, within the time left
+        left = max(0.0, config.time_limit_seconds - (time.monotonic() - start))
+        plans = starts.pop() if starts else None
+        return _solve_tier(p, dataclasses.replace(config, time_limit_seconds=left), plans)
+
+    planned = tiers.fall_through(problem, tier, post=functools.partial(downsize, problem))
+    if not may_fall_through(problem):
+        return planned.solution
+    return _best_of_tiers(problem, planned, [g.solution for g in greedy], config, start)
+
+
+def _greedy_tiers(problem: Problem, hard: float, log: Callable[[str], None]) -> list[tiers.Tiers]:
+    """Return the greedy plans made in tiers (cost-aware first unless out of time)."""
+    plans = [plan_tiers(problem, karpenter=True)]
+    try:
+        plans.insert(0, plan_tiers(problem, karpenter=False, deadline=hard))
+    except GreedyTimeout:
+        log("cost-aware greedy skipped: time limit")
+    return plans
+
+
+def _best_of_tiers(
+    problem: Problem,
+    planned: tiers.Tiers,
+    greedy: list[Solution],
+    config: SolverConfig,
+    start: float,
+) -> Solution:
+    """Return the best of the optimiser's plan made in tiers and the greedy ones, bounded.
+
+    A greedy plan made in tiers can beat the optimiser's when its first tier leaves more pods
+    to a cheaper, lighter pool. The bound of a plan of several tiers is the fluid bound of the
+    problem without weights: every plan that keeps rule 9 is a plan of that problem.
+    """
+    best = min([planned.solution, *greedy], key=_quality)
+    if best is planned.solution and len(planned.rounds) == 1:
+        return best
+    status = Status.GREEDY
+    if best is planned.solution and any(r.status is not Status.GREEDY for r in planned.rounds):
+        status = Status.FEASIBLE
+    hard = start + config.time_limit_seconds
+    bound = 0
+    if time.monotonic() < hard:
+        unweighted = dataclasses.replace(problem, pool_weights={})
+        bound = fluid_bound(unweighted, best.new_counts(), deadline=hard)
+    bound = min(bound, best.cost_micros)
+    if bound >= best.cost_micros:
+        status = Status.OPTIMAL
+    return dataclasses.replace(
+        best, lower_bound_micros=bound, status=status, seconds=time.monotonic() - start
+    )
+
+
+def _solve_tier(
+    problem: Problem, config: SolverConfig, greedy_plans: list[Solution] | None = None
+) -> Solution:
+    """Return the cheapest plan of one tier (the problem pre-filtered to each class's top tier).
+
+    ``greedy_plans``: the greedy plans of this tier, when already made.
+
     Stops early, before the time limit, as soon as the plan is within
     ``config.relative_gap`` of the lower bound (after the greedy plans and the fluid bound,
     after the first dive, after column generation, or inside CP-SAT), when the integer
@@ -547,19 +626,14 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     (``budget_seconds``) is spent, or when CP-SAT has not improved for a while (wall-clock
     runs only). Every phase checks the
     time limit; the Karpenter-style greedy plan is always computed.
-
-    Raises:
-        ProblemError: when ``problem.validate_structure()`` fails.
     """
-    config = config or SolverConfig()
     log = _log(config)
     start = time.monotonic()
     hard = start + config.time_limit_seconds
     soft = start + budget_seconds(problem, config)
     spent = config.spent_seconds
-    problem.validate_structure()
     filtered = apply_pool_weights(problem)
-    candidates = _greedy_plans(problem, hard, log)
+    candidates = greedy_plans or _greedy_plans(problem, hard, log)
     greedy = min(candidates, key=_quality)
     demand = greedy.new_counts()
     # plans get their bins emptied into each other (solver.improve), a little past the budget

@@ -29,6 +29,9 @@ keeps every offering of the highest-weight pool that still fits its pods and lau
 cheapest at the end. ``cost_aware_ffd``: a new bin is opened with the offering of lowest price
 per copy of the opening class, open bins are tried first-fit in opening order, and every bin is
 downsized to the cheapest offering of its pool and zone that fits its contents at the end.
+Both plan tier by tier (``solver.tiers``): pods a heavier pool's limits cannot take fall
+through to the next pool, as in Karpenter, which filters each new NodeClaim's instance types by
+the remaining limits.
 
 Speed (none of it changes a plan): offerings that hold the same pods (``weights.fit_key``) are
 checked once; eligible lists, opening rankings (sorted lazily) and capacity bounds are cached
@@ -38,15 +41,17 @@ fills skip the leading open bins earlier fills of the same demand found spent.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import time
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Generic, TypeVar
 
+from solver import tiers
 from solver.problem import (
     GPU_MILLI,
     Affinity,
@@ -1548,35 +1553,57 @@ class _Contents:
         return all(v <= cap.get(r, 0) for r, v in self.used.items())
 
 
-def _greedy(
-    problem: Problem,
-    *,
-    karpenter: bool,
-    post: Callable[[Solution], Solution],
-    deadline: float | None,
-) -> Solution:
+def plan_tiers(problem: Problem, *, karpenter: bool, deadline: float | None = None) -> tiers.Tiers:
+    """Return ``karpenter_ffd``'s (or ``cost_aware_ffd``'s) plan with its tiers' plans.
+
+    Raises:
+        GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
+    """
+    return tiers.fall_through(
+        problem,
+        functools.partial(_tier, karpenter=karpenter, deadline=deadline),
+        post=None if karpenter else functools.partial(downsize, problem),
+    )
+
+
+def _tier(problem: Problem, *, karpenter: bool, deadline: float | None) -> Solution:
+    """Return the plan of one tier (classes pre-filtered to their top tier)."""
     problem.validate_structure()
     packer = _run(apply_pool_weights(problem), karpenter=karpenter, deadline=deadline)
-    return post(_to_solution(packer, Status.GREEDY))
+    sol = _to_solution(packer, Status.GREEDY)
+    return sol if karpenter else downsize(problem, sol)
 
 
-def karpenter_ffd(problem: Problem, *, deadline: float | None = None) -> Solution:
+def karpenter_ffd(
+    problem: Problem, *, deadline: float | None = None, fall_through: bool = True
+) -> Solution:
     """Plan like Karpenter: first-fit-decreasing with flexible offerings per new bin.
 
+    NodePools are tried by weight; pods a heavier pool's limits cannot take fall through to
+    the next (``solver.tiers``; ``fall_through=False`` plans the top tier only).
+
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
-    return _greedy(problem, karpenter=True, post=lambda s: s, deadline=deadline)
+    if not fall_through:
+        return _tier(problem, karpenter=True, deadline=deadline)
+    return plan_tiers(problem, karpenter=True, deadline=deadline).solution
 
 
-def cost_aware_ffd(problem: Problem, *, deadline: float | None = None) -> Solution:
+def cost_aware_ffd(
+    problem: Problem, *, deadline: float | None = None, fall_through: bool = True
+) -> Solution:
     """Plan first-fit-decreasing, opening by price per copy and downsizing at the end.
 
+    Weights fall through as in ``karpenter_ffd``.
+
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
-    return _greedy(problem, karpenter=False, post=lambda s: downsize(problem, s), deadline=deadline)
+    if not fall_through:
+        return _tier(problem, karpenter=False, deadline=deadline)
+    return plan_tiers(problem, karpenter=False, deadline=deadline).solution

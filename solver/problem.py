@@ -276,9 +276,10 @@ class Problem:
         gangs: gangs referenced by ``PodClass.gang``.
         topology: topology constraints referenced by ``PodClass.topology``.
         limits: remaining node pool limits.
-        pool_weights: NodePool ``spec.weight`` per pool (missing = 0). Implemented as a
-            pre-filter (``solver.weights.apply_pool_weights``): a class keeps only the bin
-            types of the highest-weight pool that can take one of its pods.
+        pool_weights: NodePool ``spec.weight`` per pool (missing = 0). Planned in tiers
+            (``solver.tiers``): a class uses only the bin types of the highest-weight pool
+            that can take one of its pods (``solver.weights.apply_pool_weights``); pods left
+            when that pool's limits run out fall through to the next pool.
         gpu_resource: the resource name of whole GPUs.
     """
 

@@ -14,8 +14,11 @@ the solution is valid:
   zone affinity, co-location (every bin / zone with a carrier also hosts a target or is
   ``satisfied``);
 * node pool limits and ``BinType.max_count``;
-* pool weights: no pod on new capacity of a pool when a higher-weight pool could take it
-  (``solver.weights``);
+* pool weights: no pod on new capacity of a pool when a higher-weight pool can still take it
+  once the plan is made (``solver.weights``): one more bin of an allowed type holding it fits
+  that pool's limits and ``max_count`` left by the plan, or (pods without gang, topology or
+  GPU fraction) one of the plan's new bins of that pool has room for it; a gang's members on a
+  lower-weight pool are rejected when one more bin of a heavier pool holds them all;
 * ``cost_micros`` equals ``cost(...)`` and ``lower_bound_micros <= cost_micros``.
 """
 
@@ -29,6 +32,7 @@ from solver.problem import (
     GPU_MILLI,
     Affinity,
     AntiAffinity,
+    BinType,
     CoLocation,
     Placement,
     PodClass,
@@ -37,7 +41,7 @@ from solver.problem import (
     SpreadConstraint,
     TopologyKey,
 )
-from solver.weights import eligible_types
+from solver.weights import Leftover, fits_one
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,28 +318,137 @@ def _check_limits(problem: Problem, solution: Solution, out: list[str]) -> None:
 def _check_weights(
     problem: Problem, classes: dict[str, PodClass], solution: Solution, out: list[str]
 ) -> None:
-    if not problem.pool_weights:
+    weights = problem.pool_weights
+    top = max((weights.get(t.pool, 0) for t in problem.bin_types), default=0)
+    if not any(weights.get(t.pool, 0) < top for t in problem.bin_types):
         return
-    types = {b.id: b for b in problem.bin_types}
-    # the best weight depends on what a class allows and requests: classes share answers
-    by_shape: dict[tuple[object, ...], int | None] = {}
-
-    def best(c: PodClass) -> int | None:
-        shape = (c.allowed_bin_types, tuple(sorted(c.demand.items())), c.gpu_fraction_milli)
-        if shape not in by_shape:
-            eligible = eligible_types(problem, c)
-            weights = [problem.pool_weights.get(bt.pool, 0) for bt in eligible]
-            by_shape[shape] = max(weights, default=None)
-        return by_shape[shape]
-
+    check = _WeightCheck(problem, classes, solution)
+    gangs: set[str] = set()
     for nb in solution.new_bins:
-        bt = types.get(nb.bin_type)
-        if bt is None:
+        bt = check.types.get(nb.bin_type)
+        if bt is None or weights.get(bt.pool, 0) >= top:
             continue
-        w = problem.pool_weights.get(bt.pool, 0)
+        w = weights.get(bt.pool, 0)
         for k, n in nb.placement.counts.items():
-            if n <= 0 or k not in classes:
+            c = classes.get(k)
+            if n <= 0 or c is None:
                 continue
-            top = best(classes[k])
-            if top is not None and w < top:
-                out.append(f"class {k}: on pool {bt.pool} while a higher-weight pool can take it")
+            if c.gang is not None:
+                gangs.add(c.gang)
+                continue
+            pool = check.fresh_higher(c, w) or check.room_higher(c, w)
+            if pool is not None:
+                out.append(
+                    f"class {k}: on pool {bt.pool} while higher-weight pool {pool} can take it"
+                )
+    for g in gangs:
+        pool = check.gang_higher(g)
+        if pool is not None:
+            out.append(f"gang {g}: on a lower-weight pool while pool {pool} can take it whole")
+
+
+class _WeightCheck:
+    """Whether a higher-weight pool can still take pods a plan put on a lower-weight pool.
+
+    A pool can take a pod when one more bin of an allowed type holding it fits the limits and
+    ``max_count`` the plan leaves (``weights.Leftover``), or, for a pod without gang, topology
+    or GPU fraction, when one of the plan's new bins of the pool has room for it. A gang's
+    members (without topology or fractions, all on new bins) can be taken when one more bin of
+    a type allowed for all of them holds them all within what is left.
+    """
+
+    def __init__(self, problem: Problem, classes: dict[str, PodClass], solution: Solution) -> None:
+        self.problem, self.classes, self.solution = problem, classes, solution
+        self.types = {b.id: b for b in problem.bin_types}
+        self.left = Leftover.of(problem, solution.new_bins)
+        self.weights = problem.pool_weights
+        self._fitting: dict[tuple[object, ...], list[BinType]] = {}
+        self._rooms: list[dict[str, int]] | None = None
+        carriers = {k for t in problem.topology if isinstance(t, CoLocation) for k in t.carriers}
+        self.plain = {
+            c.key
+            for c in problem.classes
+            if c.gang is None
+            and not c.topology
+            and c.gpu_fraction_milli == 0
+            and c.key not in carriers
+        }
+
+    def fitting(self, c: PodClass) -> list[BinType]:
+        """Return the allowed bin types that hold one pod of ``c`` (cached per class shape)."""
+        shape = (c.allowed_bin_types, tuple(sorted(c.demand.items())), c.gpu_fraction_milli)
+        out = self._fitting.get(shape)
+        if out is None:
+            out = self._fitting[shape] = [
+                bt
+                for bt in self.problem.bin_types
+                if bt.id in c.allowed_bin_types and fits_one(self.problem, c, bt)
+            ]
+        return out
+
+    def fresh_higher(self, c: PodClass, w: int) -> str | None:
+        """Return a pool heavier than ``w`` that can take a pod of ``c`` on a new bin."""
+        for bt in self.fitting(c):
+            if self.weights.get(bt.pool, 0) > w and self.left.fresh_fits(bt):
+                return bt.pool
+        return None
+
+    def room_higher(self, c: PodClass, w: int) -> str | None:
+        """Return a pool heavier than ``w`` whose planned bin has room for a pod of ``c``."""
+        if c.key not in self.plain:
+            return None
+        if self._rooms is None:
+            self._rooms = [self._room(nb.bin_type, nb.placement) for nb in self.solution.new_bins]
+        for nb, room in zip(self.solution.new_bins, self._rooms, strict=True):
+            bt = self.types.get(nb.bin_type)
+            if bt is None or self.weights.get(bt.pool, 0) <= w:
+                continue
+            if bt.id in c.allowed_bin_types and all(
+                v <= room.get(r, 0) for r, v in c.demand.items() if v > 0
+            ):
+                return bt.pool
+        return None
+
+    def _room(self, type_id: str, placement: Placement) -> dict[str, int]:
+        bt = self.types.get(type_id)
+        if bt is None:
+            return {}
+        room = dict(bt.capacity)
+        for k, n in placement.counts.items():
+            c = self.classes.get(k)
+            for r, v in (c.demand if c is not None else {}).items():
+                room[r] = room.get(r, 0) - v * n
+        devices = {d for per in placement.gpu_devices.values() for d, x in enumerate(per) if x}
+        gpu = self.problem.gpu_resource
+        room[gpu] = room.get(gpu, 0) - len(devices)
+        return room
+
+    def gang_higher(self, gang: str) -> str | None:
+        """Return a heavier pool one more bin of which can take the gang's members whole."""
+        members = list(self.problem.classes_of_gang(gang))
+        if any(c.topology or c.gpu_fraction_milli for c in members):
+            return None
+        keys = {c.key for c in members}
+        if any(k in keys for e in self.solution.existing for k in e.placement.counts):
+            return None
+        total: Counter[str] = Counter()
+        w = None
+        for nb in self.solution.new_bins:
+            for k, n in nb.placement.counts.items():
+                if k in keys and n > 0:
+                    for r, v in self.classes[k].demand.items():
+                        total[r] += v * n
+                    bw = self.weights.get(self.types[nb.bin_type].pool, 0)
+                    w = bw if w is None else max(w, bw)
+        placed = [c for c in members if self.solution.placed_counts().get(c.key, 0) > 0]
+        if w is None or not placed:
+            return None
+        for bt in self.fitting(placed[0]):
+            if (
+                self.weights.get(bt.pool, 0) > w
+                and all(bt.id in c.allowed_bin_types for c in placed)
+                and all(v <= bt.capacity.get(r, 0) for r, v in total.items() if v > 0)
+                and self.left.fresh_fits(bt)
+            ):
+                return bt.pool
+        return None

@@ -1,21 +1,29 @@
-"""NodePool weight tiers, implemented as a pre-filter of each class's allowed bin types.
+"""NodePool weight tiers: which pool may take a pod, and the pre-filter of each tier.
 
-Rule (``plan.md`` rule 9): a pod goes to new capacity of a lower-weight NodePool only when no
-higher-weight NodePool can take it. A pool *can take* a pod of a class when the class allows one
-of the pool's bin types, that type holds one pod (every resource and, for fractional pods, one
-GPU device), and one bin of that type fits the pool's remaining limits and ``max_count > 0``.
-``apply_pool_weights`` keeps, per class, only the allowed bin types of the highest-weight pool
-that can take it (ties between pools of equal weight keep all of them; cost decides). This is a
-static pre-filter: if a higher-weight pool's limits run out while packing, the remaining pods
-are reported unplaced with reason ``limit`` rather than spilling to a lower tier.
+Rule (``plan.md`` rule 9): NodePools are tried in descending weight; a pod goes to new capacity
+of a lower-weight NodePool only when no higher-weight NodePool can take it. A pool *can take* a
+pod of a class when the class allows one of the pool's bin types, that type holds one pod
+(every resource and, for fractional pods, one GPU device), and one more bin of that type fits
+the pool's limits and ``max_count`` left after the plan's new bins (``Leftover``); cost decides
+among the choices this leaves. ``solver.validate`` states the rule once (it also rejects a pod
+left on a lower-weight pool while a higher-weight pool's planned bin has room for it).
+
+``apply_pool_weights`` is the pre-filter of one tier: it keeps, per class, only the allowed bin
+types of the highest-weight pool that can take it against the problem's limits (ties between
+pools of equal weight keep all of them). When a pool's limits run out while packing, the pods
+left over fall through to the next tier (``solver.tiers``): they are planned again with the
+pool's limits reduced by what was used, so the pre-filter then picks a lower-weight pool.
 Existing bins are not affected by weights.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from solver.problem import BinType, PodClass, PoolLimit, Problem
+from solver.problem import BinType, NewBin, PodClass, PoolLimit, Problem
 
 
 def fits_one(problem: Problem, cls: PodClass, bt: BinType) -> bool:
@@ -39,7 +47,7 @@ def fit_key(bt: BinType) -> tuple[int, tuple[tuple[str, int], ...]]:
     return bt.gpus, tuple(sorted(bt.capacity.items()))
 
 
-def within_limits_alone(bt: BinType, limits: dict[str, PoolLimit]) -> bool:
+def within_limits_alone(bt: BinType, limits: Mapping[str, PoolLimit]) -> bool:
     """Return whether one bin of ``bt`` fits its pool's remaining limits and ``max_count``."""
     if bt.max_count is not None and bt.max_count < 1:
         return False
@@ -90,3 +98,68 @@ def apply_pool_weights(problem: Problem) -> Problem:
         return problem
     classes = tuple(restrict(c) for c in problem.classes)
     return dataclasses.replace(problem, classes=classes)
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """What a plan's new bins leave of the pools' limits and the offerings' ``max_count``.
+
+    Attributes:
+        limits: remaining limits per pool after the new bins.
+        used: new bins per bin type id.
+    """
+
+    limits: Mapping[str, PoolLimit]
+    used: Mapping[str, int]
+
+    @classmethod
+    def of(cls, problem: Problem, new_bins: Iterable[NewBin]) -> Leftover:
+        """Return what ``new_bins`` leave of ``problem``'s limits and offering counts."""
+        types = {t.id: t for t in problem.bin_types}
+        used = Counter(b.bin_type for b in new_bins if b.bin_type in types)
+        usage: dict[str, Counter[str]] = {}
+        for tid, n in used.items():
+            t = types[tid]
+            pool = usage.setdefault(t.pool, Counter())
+            for r, v in t.usage_for_limits().items():
+                pool[r] += v * n
+        limits = {
+            lim.pool: PoolLimit(
+                lim.pool,
+                {r: v - usage.get(lim.pool, Counter())[r] for r, v in lim.remaining.items()},
+            )
+            for lim in problem.limits
+        }
+        return cls(limits, dict(used))
+
+    def bin_type(self, bt: BinType) -> BinType:
+        """Return ``bt`` with its ``max_count`` reduced by the bins of it already used."""
+        if bt.max_count is None or not self.used.get(bt.id):
+            return bt
+        return dataclasses.replace(bt, max_count=max(0, bt.max_count - self.used[bt.id]))
+
+    def fresh_fits(self, bt: BinType) -> bool:
+        """Return whether one more bin of ``bt`` fits its pool's limits and ``max_count``."""
+        return within_limits_alone(self.bin_type(bt), self.limits)
+
+    def residual(self, problem: Problem) -> Problem:
+        """Return ``problem`` with the limits and offering counts left (classes unchanged)."""
+        return dataclasses.replace(
+            problem,
+            bin_types=tuple(self.bin_type(t) for t in problem.bin_types),
+            limits=tuple(lim for lim in self.limits.values()),
+        )
+
+
+def tier_weight(problem: Problem, cls: PodClass) -> int | None:
+    """Return the weight of the class's top tier (``None``: no pool can take one of its pods)."""
+    weights = [problem.pool_weights.get(bt.pool, 0) for bt in eligible_types(problem, cls)]
+    return max(weights, default=None)
+
+
+def may_fall_through(problem: Problem) -> bool:
+    """Return whether pods can fall through tiers: pools of several weights, some limited."""
+    pools = {t.pool for t in problem.bin_types}
+    if len({problem.pool_weights.get(p, 0) for p in pools}) <= 1:
+        return False
+    return bool(problem.limits) or any(t.max_count is not None for t in problem.bin_types)

@@ -10,9 +10,12 @@ and the catalog types.
 Rules that need the planner's private knowledge are checked in a weaker, sound form:
 
 * NodePool weights: a pod on a lower-weight pool is a violation only if a higher-weight pool
-  *without limits* has an available offering whose labels satisfy the pool and the pod, whose
-  taints the pod tolerates and on which the pod alone fits (the pod is not in a gang and has no
-  topology constraints).
+  can still take it once the plan is made: the pool has an available offering whose labels
+  satisfy the pool and the pod, whose taints the pod tolerates, on which the pod alone fits and
+  one more node of which stays within the pool's limits (its existing nodes and the plan's
+  NodeClaims counted), or one of the plan's NodeClaims of that pool has room for the pod on its
+  `instanceType` (labels and taints accepted). Only pods without gang, topology constraints,
+  volumes (and, for the room, GPU fractions) are judged.
 * Zone spread: the eligible zones are those of the available offerings (and existing nodes)
   compatible with the carrier pod.
 """
@@ -450,7 +453,7 @@ def check_plan(
     errors.extend(_check_limits(inputs, plan_json))
     errors.extend(_check_gangs(inputs, plan_json, placement))
     errors.extend(_check_volumes(inputs, plan_json, placement))
-    errors.extend(_check_weights(inputs, placement))
+    errors.extend(_check_weights(inputs, plan_json, placement))
     return errors
 
 
@@ -773,15 +776,7 @@ def _check_limits(inputs: _Inputs, plan: Mapping[str, Any]) -> list[str]:
     for pool in inputs.pools.values():
         if pool.limits is None:
             continue
-        used: dict[str, int] = defaultdict(int)
-        for node_name, capacity in inputs.node_capacity.items():
-            node = inputs.nodes.get(node_name)
-            labels = node.labels if node is not None else _raw_node_labels(inputs, node_name)
-            if labels.get(NODEPOOL) != pool.name:
-                continue
-            for k, v in capacity.items():
-                used[k] += v
-            used["nodes"] += 1000
+        used = _existing_usage(inputs, pool)
         claims = [c for c in plan.get("nodeClaims", []) if c["nodePool"] == pool.name]
         chosen = []
         for claim in claims:
@@ -811,6 +806,20 @@ def _check_limits(inputs: _Inputs, plan: Mapping[str, Any]) -> list[str]:
                         f"NodePool {pool.name} limits on {', '.join(over)}"
                     )
     return errors
+
+
+def _existing_usage(inputs: _Inputs, pool: _Pool) -> dict[str, int]:
+    """What the pool's existing nodes (and in-flight NodeClaims) count against its limits."""
+    used: dict[str, int] = defaultdict(int)
+    for node_name, capacity in inputs.node_capacity.items():
+        node = inputs.nodes.get(node_name)
+        labels = node.labels if node is not None else _raw_node_labels(inputs, node_name)
+        if labels.get(NODEPOOL) != pool.name:
+            continue
+        for k, v in capacity.items():
+            used[k] += v
+        used["nodes"] += 1000
+    return used
 
 
 def _raw_node_labels(inputs: _Inputs, node_name: str) -> Mapping[str, str]:
@@ -931,7 +940,20 @@ def _pod_has_topology(pod: _PodInfo) -> bool:
     )
 
 
-def _check_weights(inputs: _Inputs, placement: _Placement) -> list[str]:
+def _check_weights(inputs: _Inputs, plan: Mapping[str, Any], placement: _Placement) -> list[str]:
+    claims: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for claim in plan.get("nodeClaims", []):
+        claims[claim["nodePool"]].append(claim)
+    usage: dict[str, dict[str, int]] = {}
+    for pool in inputs.pools.values():
+        chosen = [
+            dict(pool.instance_types[c["instanceType"]].capacity)
+            for c in claims[pool.name]
+            if c["instanceType"] in pool.instance_types
+        ]
+        usage[pool.name] = _add(
+            _existing_usage(inputs, pool), *chosen, {"nodes": 1000 * len(claims[pool.name])}
+        )
     errors = []
     for key in sorted(placement.new):
         pod = inputs.pending[key]
@@ -939,9 +961,11 @@ def _check_weights(inputs: _Inputs, placement: _Placement) -> list[str]:
             continue
         pool = inputs.pools[placement.pool[key]]
         for other in inputs.pools.values():
-            if other.weight <= pool.weight or other.limits is not None:
+            if other.weight <= pool.weight:
                 continue
-            if _pool_could_take(inputs, other, pod):
+            if _pool_could_take(inputs, other, pod, usage[other.name]) or _claim_has_room(
+                inputs, other, claims[other.name], pod
+            ):
                 errors.append(
                     f"pod {key}: placed on NodePool {pool.name} (weight {pool.weight}) although "
                     f"NodePool {other.name} (weight {other.weight}) could take it"
@@ -950,10 +974,15 @@ def _check_weights(inputs: _Inputs, placement: _Placement) -> list[str]:
     return errors
 
 
-def _pool_could_take(inputs: _Inputs, pool: _Pool, pod: _PodInfo) -> bool:
+def _pool_could_take(inputs: _Inputs, pool: _Pool, pod: _PodInfo, used: Mapping[str, int]) -> bool:
+    """Whether one more node of the pool, within the limits ``used`` leaves, holds the pod."""
     if not pod.tolerates(pool.taints):
         return False
     for instance_type in pool.instance_types.values():
+        if pool.limits is not None:
+            one = {**instance_type.capacity, "nodes": 1000}
+            if any(used.get(r, 0) + one.get(r, 0) > v for r, v in pool.limits.items()):
+                continue
         for offering in instance_type.offerings:
             if not offering.available:
                 continue
@@ -967,6 +996,25 @@ def _pool_could_take(inputs: _Inputs, pool: _Pool, pod: _PodInfo) -> bool:
                 continue
             if pod.fraction is not None and instance_type.allocatable.get(GPU, 0) < 1000:
                 continue
+            return True
+    return False
+
+
+def _claim_has_room(
+    inputs: _Inputs, pool: _Pool, claims: Sequence[Mapping[str, Any]], pod: _PodInfo
+) -> bool:
+    """Whether a planned NodeClaim of the pool has room for the pod on its instanceType."""
+    if pod.fraction is not None or not pod.tolerates(pool.taints):
+        return False
+    for claim in claims:
+        instance_type = pool.instance_types.get(claim["instanceType"])
+        if instance_type is None:
+            continue
+        labels = _new_node_labels(
+            pool, instance_type, claim["zone"], claim["capacityType"], inputs.region
+        )
+        requests = _add(_resources(claim.get("requests")), pod.requests)
+        if pod.accepts(labels) and not _fits(requests, instance_type.allocatable):
             return True
     return False
 

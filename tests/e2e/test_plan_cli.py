@@ -230,3 +230,31 @@ def test_an_explicit_time_limit_replaces_the_adaptive_budget(
     assert main(["plan", "-f", str(EXAMPLES[0]), *args, "-o", "json"]) == 0
     assert json.loads(out.getvalue())["solver"]["status"]
     assert [(c.time_limit_seconds, c.adaptive_budget) for c in seen] == [(limit, adaptive)]
+
+
+@pytest.mark.parametrize("policy", ["jointer", "greedy"])
+def test_weighted_pool_falls_through_when_its_limits_run_out(
+    policy: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = next(p for p in EXAMPLES if p.stem == "weighted-pools-with-limits")
+    args = ["plan", "-f", str(example), "--time-limit", "1", "-o", "json", "--policy", policy]
+    status = main(args)
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    document = json.loads(out)
+    objects = _objects(example)
+    catalogs = catalogs_for(objects)
+    # the checker also rejects a pod on `general` while `on-demand` could still take it
+    assert check_plan(objects, catalogs, document) == []
+    assert document["unschedulable"] == []
+    pods = {"on-demand": 0, "general": 0}
+    cpus = 0
+    for claim in document["nodeClaims"]:
+        pods[claim["nodePool"]] += len(claim["pods"])
+        if claim["nodePool"] == "on-demand":
+            types = {t.name: t for t in catalogs["on-demand"]}
+            cpus += types[claim["instanceType"]].capacity["cpu"]
+    assert pods["on-demand"] + pods["general"] == 120
+    assert pods["general"] > 0
+    # on-demand is filled up to its limit of 100 CPUs (its smallest types have 2)
+    assert 98_000 < cpus <= 100_000

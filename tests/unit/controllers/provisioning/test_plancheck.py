@@ -132,3 +132,62 @@ def test_checker_flags_partial_gang(tmp_path: Path) -> None:
     removed = claim["pods"].pop()
     plan["unschedulable"].append({"pod": removed, "reason": "x"})
     assert any("partial placement" in v for v in check_plan(objects, small_catalog(), plan))
+
+
+WEIGHTED: list[dict[str, Any]] = [
+    nodepool("pref", limits={"cpu": "8"}, weight=10),
+    nodepool("rest"),
+    *(pod(f"w-{i}", cpu="1") for i in range(20)),
+]
+
+
+@pytest.mark.parametrize("policy", ["jointer", "karpenter"])
+def test_weighted_pool_with_limits_falls_through(tmp_path: Path, policy: str) -> None:
+    run = run_plan(WEIGHTED, tmp_path, policy=policy)
+    assert run.violations == []
+    assert run.plan["unschedulable"] == []
+    pods = {"pref": 0, "rest": 0}
+    for claim in run.plan["nodeClaims"]:
+        pods[claim["nodePool"]] += len(claim["pods"])
+    assert pods["pref"] > 0
+    assert pods["rest"] > 0
+    assert pods["pref"] + pods["rest"] == 20
+
+
+@pytest.fixture(scope="module")
+def weighted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    run = run_plan(WEIGHTED, tmp_path_factory.mktemp("weighted"))
+    assert run.violations == []
+    return run.plan
+
+
+def _claims_of(plan: dict[str, Any], pool: str) -> list[dict[str, Any]]:
+    return [c for c in plan["nodeClaims"] if c["nodePool"] == pool]
+
+
+def test_checker_flags_a_lighter_pool_while_the_heavier_has_limits_left(
+    weighted: dict[str, Any],
+) -> None:
+    plan = copy.deepcopy(weighted)
+    dropped = _claims_of(plan, "pref")[0]
+    _claims_of(plan, "rest")[0]["pods"].extend(dropped["pods"])
+    plan["nodeClaims"].remove(dropped)
+    violations = check_plan(WEIGHTED, small_catalog(), plan)
+    assert any("NodePool pref (weight 10) could take it" in v for v in violations), violations
+
+
+def test_checker_flags_a_lighter_pool_while_a_heavier_claim_has_room(
+    weighted: dict[str, Any],
+) -> None:
+    from provisioner.scheduling.quantity import parse_quantity  # noqa: PLC0415
+
+    plan = copy.deepcopy(weighted)
+    claim = _claims_of(plan, "pref")[0]
+    moved = claim["pods"].pop()
+    _claims_of(plan, "rest")[0]["pods"].append(moved)
+    requests = claim["requests"]  # minus the moved pod's (1 CPU, 512Mi): milli-units
+    requests["cpu"] = f"{parse_quantity(requests['cpu']) - 1000}m"
+    requests["memory"] = f"{(parse_quantity(requests['memory']) - 512 * 2**20 * 1000) // 1000}"
+    requests["pods"] = str(int(requests["pods"]) - 1)
+    violations = check_plan(WEIGHTED, small_catalog(), plan)
+    assert any(f"pod {moved}: placed on NodePool rest" in v for v in violations), violations
