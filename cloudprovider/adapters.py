@@ -6,17 +6,16 @@ The core persists a NodeClaim, then calls ``create(launch_request(nodeclaim))``;
 
 from __future__ import annotations
 
-from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodeClassRef, NodePoolRef
+from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodeClassRef
 from provisioner.apis.base import to_wire
 from provisioner.apis.core import Taint
 from provisioner.apis.labels import LABEL_NODEPOOL
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodeclaim import Taint as NodeClaimTaint
-from provisioner.apis.nodepool import NodePool
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 
-__all__ = ["claim_view", "launch_request", "nodepool_ref"]
+__all__ = ["claim_view", "launch_request"]
 
 
 def _taint(taint: NodeClaimTaint) -> Taint:
@@ -43,14 +42,6 @@ def launch_request(nodeclaim: NodeClaim) -> LaunchRequest:
         annotations=dict(metadata.annotations),
         taints=tuple(_taint(t) for t in nodeclaim.spec.taints),
         startup_taints=tuple(_taint(t) for t in nodeclaim.spec.startup_taints),
-    )
-
-
-def nodepool_ref(nodepool: NodePool) -> NodePoolRef:
-    """What the provider needs to list a NodePool's instance types."""
-    ref = nodepool.node_class_ref
-    return NodePoolRef(
-        name=nodepool.name, node_class=NodeClassRef(name=ref.name, kind=ref.kind, group=ref.group)
     )
 
 
