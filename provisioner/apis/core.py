@@ -6,14 +6,16 @@ object parses. They are read-only views; Jointer never writes whole core objects
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
 from provisioner.apis.base import LenientModel
 
 __all__ = [
+    "TERMINAL_PHASES",
     "Affinity",
     "Container",
     "DaemonSet",
@@ -38,6 +40,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "TopologySpreadConstraint",
+    "is_terminal",
 ]
 
 QuantityValue = str | int | float
@@ -296,6 +299,20 @@ class Pod(LenientModel):
     def key(self) -> str:
         """``namespace/name``, the way pods are named in plans and logs."""
         return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+"""The pod phases after which no container runs again."""
+
+
+def is_terminal(pod: Pod | Mapping[str, Any]) -> bool:
+    """Whether the pod (a model or its wire shape) has Succeeded or Failed.
+
+    A terminal pod's requests no longer count anywhere.
+    """
+    if isinstance(pod, Pod):
+        return pod.status is not None and pod.status.phase in TERMINAL_PHASES
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 class PodTemplateSpec(LenientModel):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from provisioner.apis.base import parse_object
-from provisioner.apis.core import Pod
+from provisioner.apis.core import Pod, is_terminal
 from provisioner.apis.errors import ApiValidationError
 from provisioner.kube.errors import ConflictError, NotFoundError
 from provisioner.kube.memory import InMemoryKube
@@ -67,7 +67,6 @@ from provisioner.simulation.objects import (
     condition,
     condition_true,
     is_deleting,
-    is_terminal,
     name_of,
     namespace_of,
     pod_key,

@@ -27,6 +27,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from provisioner.apis.core import is_terminal
 from provisioner.kube.errors import AlreadyExistsError, NotFoundError
 from provisioner.kube.event import format_time
 from provisioner.kube.memory import InMemoryKube
@@ -45,7 +46,6 @@ from provisioner.scheduling.taints import Taint, TaintError, Toleration, untoler
 from provisioner.simulation.objects import (
     condition_true,
     is_deleting,
-    is_terminal,
     labels_of,
     name_of,
     namespace_of,

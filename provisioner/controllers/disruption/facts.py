@@ -23,7 +23,7 @@ from typing import Final
 
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Node, Pod, PodDisruptionBudget
+from provisioner.apis.core import Node, Pod, PodDisruptionBudget, is_terminal
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NodePool
 from provisioner.kube.selector import LabelSelector, from_label_selector
@@ -46,17 +46,10 @@ __all__ = [
     "is_drainable",
     "is_mirror_pod",
     "is_reschedulable",
-    "is_terminal",
     "tolerates_disrupted",
 ]
 
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 _READY: Final = "Ready"
-
-
-def is_terminal(pod: Pod) -> bool:
-    """Succeeded or Failed."""
-    return pod.status is not None and pod.status.phase in _TERMINAL
 
 
 def is_daemon_pod(pod: Pod) -> bool:
