@@ -46,7 +46,6 @@ from provisioner.podgroups import (
 )
 from provisioner.podgroups.context import ProvisioningContext
 from provisioner.podgroups.keys import NVIDIA_GPU
-from provisioner.podgroups.resources import pod_requests as group_pod_requests
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity, node_selector_matches
 from provisioner.scheduling.quantity import QuantityError, parse_quantity
 from provisioner.scheduling.resources import (
@@ -54,6 +53,7 @@ from provisioner.scheduling.resources import (
     add,
     exceeded,
     pod_requests,
+    requests_of,
     subtract,
     with_pod_slot,
 )
@@ -428,8 +428,12 @@ class Scheduler:
         gpus = 0
         for pod in pending:
             model = self._model(pod)
-            if model is not None:
-                gpus += group_pod_requests(model).get(NVIDIA_GPU, 0)
+            if model is None:
+                continue
+            try:
+                gpus += requests_of(model).get(NVIDIA_GPU, 0)
+            except ResourceListError:
+                continue  # the pod's own filter reports it
         non_preemptible = (
             kai.non_preemptible_reason(first, ref.key, group, context.priority_classes) is not None
         )

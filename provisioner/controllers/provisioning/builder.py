@@ -55,7 +55,7 @@ from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import (
     fits,
     format_resource_list,
-    pod_requests,
+    requests_of,
     subtract,
     with_pod_slot,
 )
@@ -404,25 +404,7 @@ def _node_bin(node: Node, pods: Sequence[Pod]) -> _ExistingNode:
     used: dict[str, int] = {}
     fraction_used = 0
     for pod in pods:
-        requests = with_pod_slot(
-            pod_requests(
-                [
-                    {"resources": {"requests": c.resources.requests, "limits": c.resources.limits}}
-                    for c in pod.spec.containers
-                ],
-                [
-                    {
-                        "resources": {
-                            "requests": c.resources.requests,
-                            "limits": c.resources.limits,
-                        },
-                        **({"restartPolicy": c.restart_policy} if c.restart_policy else {}),
-                    }
-                    for c in pod.spec.init_containers
-                ],
-                pod.spec.overhead or None,
-            )
-        )
+        requests = with_pod_slot(requests_of(pod))
         for name, amount in requests.items():
             used[name] = used.get(name, 0) + amount
         fraction = _safe_fraction(pod)
