@@ -8,18 +8,12 @@ from __future__ import annotations
 
 from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodeClassRef
 from provisioner.apis.base import to_wire
-from provisioner.apis.core import Taint
 from provisioner.apis.labels import LABEL_NODEPOOL
 from provisioner.apis.nodeclaim import NodeClaim
-from provisioner.apis.nodeclaim import Taint as NodeClaimTaint
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 
 __all__ = ["claim_view", "launch_request"]
-
-
-def _taint(taint: NodeClaimTaint) -> Taint:
-    return Taint(key=taint.key, value=taint.value or "", effect=taint.effect)
 
 
 def _node_class(nodeclaim: NodeClaim) -> NodeClassRef:
@@ -40,8 +34,8 @@ def launch_request(nodeclaim: NodeClaim) -> LaunchRequest:
         requests={name: parse_quantity(value) for name, value in (requests or {}).items()},
         labels=dict(metadata.labels),
         annotations=dict(metadata.annotations),
-        taints=tuple(_taint(t) for t in nodeclaim.spec.taints),
-        startup_taints=tuple(_taint(t) for t in nodeclaim.spec.startup_taints),
+        taints=nodeclaim.spec.taints,
+        startup_taints=nodeclaim.spec.startup_taints,
     )
 
 

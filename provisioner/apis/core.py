@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
-from provisioner.apis.base import LenientModel
+from provisioner.apis import labels
+from provisioner.apis.base import ApiModel, LenientModel
+from provisioner.apis.requirements import is_qualified_name, one_of
 
 __all__ = [
     "TERMINAL_PHASES",
@@ -38,6 +46,7 @@ __all__ = [
     "QuantityValue",
     "StorageClass",
     "Taint",
+    "TaintEffect",
     "Toleration",
     "TopologySpreadConstraint",
     "is_terminal",
@@ -166,13 +175,62 @@ class Toleration(LenientModel):
     toleration_seconds: int | None = None
 
 
-class Taint(LenientModel):
-    """A node taint."""
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+def _check_taint_part(value: str, what: str) -> str:
+    if not is_qualified_name(value):
+        raise ValueError(
+            f'"{value}" is not a valid taint {what}: an optional DNS subdomain prefix and "/", '
+            'then alphanumerics, "-", "_" or ".", starting and ending with an alphanumeric'
+        )
+    return value
+
+
+class Taint(ApiModel):
+    """A node taint: on a Node, and on a NodeClaim's node (``taints``, ``startupTaints``).
+
+    Validated as the NodeClaim CRD validates it; a missing or ``null`` value is ``""``, and an
+    empty value is left out when written (Kubernetes' ``omitempty``).
+
+    Attributes:
+        key: the taint key.
+        value: the taint value, ``""`` for none.
+        effect: ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
+        time_added: when the taint was added (NoExecute taints).
+    """
 
     key: str
-    value: str = ""
-    effect: str
+    value: Annotated[str, BeforeValidator(lambda v: "" if v is None else v)] = ""
+    effect: Annotated[TaintEffect, BeforeValidator(one_of(*labels.TAINT_EFFECTS))]
     time_added: datetime | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _check_key(cls, key: str) -> str:
+        return _check_taint_part(key, "key")
+
+    @field_validator("value")
+    @classmethod
+    def _check_value(cls, value: str) -> str:
+        return _check_taint_part(value, "value") if value else value
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.value:
+            data.pop("value", None)
+        return data
+
+    def matches(self, other: Taint) -> bool:
+        """Whether both taints have the same key and effect (``Taint.MatchTaint``)."""
+        return self.key == other.key and self.effect == other.effect
+
+    def __str__(self) -> str:
+        """``key=value:effect``, or ``key:effect`` without a value (``Taint.ToString``)."""
+        if self.value:
+            return f"{self.key}={self.value}:{self.effect}"
+        return f"{self.key}:{self.effect}"
 
 
 class TopologySpreadConstraint(LenientModel):

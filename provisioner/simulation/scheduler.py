@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from provisioner.apis.base import parse_object
-from provisioner.apis.core import Pod, is_terminal
+from provisioner.apis.core import Pod, Taint, is_terminal
 from provisioner.apis.errors import ApiValidationError
 from provisioner.kube.errors import ConflictError, NotFoundError
 from provisioner.kube.memory import InMemoryKube
@@ -58,9 +58,9 @@ from provisioner.scheduling.resources import (
     with_pod_slot,
 )
 from provisioner.scheduling.taints import (
-    Taint,
     TaintError,
     Toleration,
+    parse_taint,
     untolerated,
 )
 from provisioner.simulation.objects import (
@@ -255,7 +255,7 @@ class Scheduler:
                 continue
             try:
                 taints = tuple(
-                    Taint.from_dict(t)
+                    parse_taint(t)
                     for t in spec.get("taints") or []
                     if t.get("effect") in _BLOCKING_EFFECTS
                 )

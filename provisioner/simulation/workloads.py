@@ -42,7 +42,7 @@ from provisioner.kube.resource import (
     Resource,
 )
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity, node_selector_matches
-from provisioner.scheduling.taints import Taint, TaintError, Toleration, untolerated
+from provisioner.scheduling.taints import TaintError, Toleration, parse_taint, untolerated
 from provisioner.simulation.objects import (
     condition_true,
     is_deleting,
@@ -356,7 +356,7 @@ class Workloads:
             if name in covered or is_deleting(node):
                 continue
             try:
-                taints = [Taint.from_dict(t) for t in (node.get("spec") or {}).get("taints") or []]
+                taints = [parse_taint(t) for t in (node.get("spec") or {}).get("taints") or []]
             except TaintError:
                 continue
             if untolerated(tolerations, taints, ("NoSchedule", "NoExecute")) is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Node, Pod
+from provisioner.apis.core import Node, Pod, Taint
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.offerings import (
@@ -59,7 +59,7 @@ from provisioner.scheduling.resources import (
     subtract,
     with_pod_slot,
 )
-from provisioner.scheduling.taints import Taint, untolerated
+from provisioner.scheduling.taints import untolerated
 from solver.problem import (
     GPU_MILLI,
     AntiAffinity,
@@ -418,7 +418,7 @@ def _node_bin(node: Node, pods: Sequence[Pod]) -> _ExistingNode:
     remaining[GPU] = whole_free * 1000
     gpus_free = (1000,) * whole_free + ((GPU_MILLI - partial,) if partial else ())
     taints = tuple(
-        Taint(t.key, t.value, t.effect)  # type: ignore[arg-type]
+        Taint(key=t.key, value=t.value, effect=t.effect)  # timeAdded is not kept
         for t in node.spec.taints
         if t.effect in SCHEDULING_EFFECTS
     )
@@ -467,7 +467,7 @@ def _claim_bin(
                 allocatable = subtract(instance_type.allocatable, overhead)
     if allocatable is None:
         return None
-    taints = tuple(Taint(t.key, t.value or "", t.effect) for t in claim.spec.taints)
+    taints = claim.spec.taints
     gpus = allocatable.get(GPU, 0) // GPU_MILLI
     return _ExistingNode(
         id=f"nodeclaim/{claim.metadata.name}",
