@@ -38,6 +38,18 @@ class TaintError(ValueError):
     """A taint or toleration in a shape Kubernetes would reject; names the field."""
 
 
+def _string(data: Mapping[str, object], name: str, field: str) -> str:
+    """``data[name]``, ``""`` when missing or empty.
+
+    Raises:
+        TaintError: when it is there and not a string.
+    """
+    value = data.get(name) or ""
+    if not isinstance(value, str):
+        raise TaintError(f"{field}.{name}: must be a string, got {value!r}")
+    return value
+
+
 def parse_taint(data: Mapping[str, object], *, field: str = "taint") -> Taint:
     """Read a Kubernetes ``Taint`` (``{key, value?, effect}``); ``timeAdded`` is not kept.
 
@@ -45,12 +57,10 @@ def parse_taint(data: Mapping[str, object], *, field: str = "taint") -> Taint:
         TaintError: on a missing key or an unknown effect.
     """
     key = data.get("key")
-    value = data.get("value") or ""
-    effect = data.get("effect")
     if not isinstance(key, str) or not key:
         raise TaintError(f"{field}.key: required, got {key!r}")
-    if not isinstance(value, str):
-        raise TaintError(f"{field}.value: must be a string, got {value!r}")
+    value = _string(data, "value", field)
+    effect = data.get("effect")
     if effect not in EFFECTS:
         raise TaintError(
             f"{field}.effect: must be one of {', '.join(sorted(EFFECTS))}, got {effect!r}"
@@ -75,15 +85,11 @@ class Toleration:
         Raises:
             TaintError: on a field of the wrong type, an unknown operator or effect.
         """
-        key = data.get("key") or ""
+        key = _string(data, "key", field)
+        value = _string(data, "value", field)
         operator = data.get("operator") or "Equal"
-        value = data.get("value") or ""
         effect = data.get("effect") or ""
         seconds = data.get("tolerationSeconds")
-        if not isinstance(key, str):
-            raise TaintError(f"{field}.key: must be a string, got {key!r}")
-        if not isinstance(value, str):
-            raise TaintError(f"{field}.value: must be a string, got {value!r}")
         if operator not in _TOLERATION_OPERATORS:
             raise TaintError(
                 f"{field}.operator: must be one of "
