@@ -84,11 +84,21 @@ class ObjectMeta(LenientModel):
 
 
 class NodeSelectorRequirement(LenientModel):
-    """One expression of a node selector term (``key``, ``operator``, ``values``)."""
+    """One expression of a node selector term (``key``, ``operator``, ``values``).
+
+    Empty ``values`` are left out when written (Kubernetes' ``omitempty``).
+    """
 
     key: str
     operator: str
     values: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_values(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.values:
+            data.pop("values", None)
+        return data
 
 
 class NodeSelectorTerm(LenientModel):
