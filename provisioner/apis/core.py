@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    BaseModel,
     BeforeValidator,
     Field,
     SerializerFunctionWrapHandler,
@@ -83,6 +84,16 @@ class ObjectMeta(LenientModel):
     deletion_timestamp: datetime | None = None
 
 
+def _omit_if_empty(
+    model: BaseModel, handler: SerializerFunctionWrapHandler, field: str
+) -> dict[str, Any]:
+    """Serialise ``model`` leaving ``field`` out when it is empty (Kubernetes' ``omitempty``)."""
+    data: dict[str, Any] = handler(model)
+    if not getattr(model, field):
+        data.pop(field, None)
+    return data
+
+
 class NodeSelectorRequirement(LenientModel):
     """One expression of a node selector term (``key``, ``operator``, ``values``).
 
@@ -95,10 +106,7 @@ class NodeSelectorRequirement(LenientModel):
 
     @model_serializer(mode="wrap")
     def _omit_empty_values(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if not self.values:
-            data.pop("values", None)
-        return data
+        return _omit_if_empty(self, handler, "values")
 
 
 class NodeSelectorTerm(LenientModel):
@@ -227,10 +235,7 @@ class Taint(ApiModel):
 
     @model_serializer(mode="wrap")
     def _omit_empty_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if not self.value:
-            data.pop("value", None)
-        return data
+        return _omit_if_empty(self, handler, "value")
 
     def matches(self, other: Taint) -> bool:
         """Whether both taints have the same key and effect (``Taint.MatchTaint``)."""
