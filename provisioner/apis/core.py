@@ -206,9 +206,9 @@ def _check_taint_part(value: str, what: str) -> str:
 
 
 class Taint(ApiModel):
-    """A node taint: on a Node, and on a NodeClaim's node (``taints``, ``startupTaints``).
+    """A taint a NodeClaim's node gets (``taints``) or starts with (``startupTaints``).
 
-    Validated as the NodeClaim CRD validates it; a missing or ``null`` value is ``""``, and an
+    Also a Node's taint. Validated as the NodeClaim CRD validates it; a missing or ``null`` value is ``""``, and an
     empty value is left out when written (Kubernetes' ``omitempty``).
 
     Attributes:
