@@ -208,8 +208,8 @@ def _check_taint_part(value: str, what: str) -> str:
 class Taint(ApiModel):
     """A taint a NodeClaim's node gets (``taints``) or starts with (``startupTaints``).
 
-    Also a Node's taint. Validated as the NodeClaim CRD validates it; a missing or ``null`` value is ``""``, and an
-    empty value is left out when written (Kubernetes' ``omitempty``).
+    Also a Node's taint. Validated as the NodeClaim CRD validates it; a missing or ``null`` value
+    is ``""``, and an empty value is left out when written (Kubernetes' ``omitempty``).
 
     Attributes:
         key: the taint key.
