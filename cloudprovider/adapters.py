@@ -6,21 +6,14 @@ The core persists a NodeClaim, then calls ``create(launch_request(nodeclaim))``;
 
 from __future__ import annotations
 
-from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodeClassRef, NodePoolRef
+from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodeClassRef
 from provisioner.apis.base import to_wire
-from provisioner.apis.core import Taint
 from provisioner.apis.labels import LABEL_NODEPOOL
 from provisioner.apis.nodeclaim import NodeClaim
-from provisioner.apis.nodeclaim import Taint as NodeClaimTaint
-from provisioner.apis.nodepool import NodePool
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 
-__all__ = ["claim_view", "launch_request", "nodepool_ref"]
-
-
-def _taint(taint: NodeClaimTaint) -> Taint:
-    return Taint(key=taint.key, value=taint.value or "", effect=taint.effect)
+__all__ = ["claim_view", "launch_request"]
 
 
 def _node_class(nodeclaim: NodeClaim) -> NodeClassRef:
@@ -41,16 +34,8 @@ def launch_request(nodeclaim: NodeClaim) -> LaunchRequest:
         requests={name: parse_quantity(value) for name, value in (requests or {}).items()},
         labels=dict(metadata.labels),
         annotations=dict(metadata.annotations),
-        taints=tuple(_taint(t) for t in nodeclaim.spec.taints),
-        startup_taints=tuple(_taint(t) for t in nodeclaim.spec.startup_taints),
-    )
-
-
-def nodepool_ref(nodepool: NodePool) -> NodePoolRef:
-    """What the provider needs to list a NodePool's instance types."""
-    ref = nodepool.node_class_ref
-    return NodePoolRef(
-        name=nodepool.name, node_class=NodeClassRef(name=ref.name, kind=ref.kind, group=ref.group)
+        taints=nodeclaim.spec.taints,
+        startup_taints=nodeclaim.spec.startup_taints,
     )
 
 

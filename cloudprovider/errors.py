@@ -27,7 +27,6 @@ __all__ = [
     "InsufficientCapacityError",
     "NodeClaimNotFoundError",
     "NodeClassNotReadyError",
-    "is_retryable",
 ]
 
 REASON_LAUNCH_FAILED: Final = "LaunchFailed"
@@ -73,8 +72,3 @@ class CreateError(CloudProviderError):
     def __init__(self, message: str, *, reason: str = REASON_LAUNCH_FAILED) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-def is_retryable(error: BaseException) -> bool:
-    """Whether the core should retry the action rather than give the NodeClaim up."""
-    return isinstance(error, CreateError) or not isinstance(error, CloudProviderError)

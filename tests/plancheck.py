@@ -30,13 +30,13 @@ from typing import Any, Final
 from cloudprovider.aws.catalog import Catalog
 from cloudprovider.instancetype import InstanceType
 from provisioner.apis.base import parse_object
-from provisioner.apis.core import Pod
+from provisioner.apis.core import Pod, Taint
 from provisioner.podgroups import build_context, detect_group, gpu_fraction_milli, group_info
 from provisioner.scheduling.affinity import NodeAffinity, NodeSelectorTerm
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import pod_requests
-from provisioner.scheduling.taints import Taint, Toleration, untolerated
+from provisioner.scheduling.taints import Toleration, parse_taint, untolerated
 
 __all__ = ["CatalogInput", "catalogs_for", "check_plan"]
 
@@ -192,7 +192,7 @@ def _pool(raw: Mapping[str, Any], types: Sequence[InstanceType]) -> _Pool:
         weight=int(spec.get("weight") or 0),
         requirements=requirements,
         labels=labels,
-        taints=tuple(Taint.from_dict(t) for t in tspec.get("taints") or []),
+        taints=tuple(parse_taint(t) for t in tspec.get("taints") or []),
         limits=_resources(limits) if limits is not None else None,
         instance_types={t.name: t for t in types},
     )
@@ -272,7 +272,7 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
             name=name,
             labels=labels,
             taints=tuple(
-                Taint.from_dict(t)
+                parse_taint(t)
                 for t in (raw.get("spec") or {}).get("taints") or []
                 if t.get("effect") in EFFECTS
             ),
@@ -322,7 +322,7 @@ def _claim_node(
         if term.get("operator") == "In" and len(term.get("values") or []) == 1:
             labels[term["key"]] = term["values"][0]
     labels.update(meta.get("labels") or {})
-    taints = tuple(Taint.from_dict(t) for t in spec.get("taints") or [])
+    taints = tuple(parse_taint(t) for t in spec.get("taints") or [])
     pool = pools.get(labels.get(NODEPOOL, ""))
     allocatable = _resources(status.get("allocatable")) if status.get("allocatable") else None
     if allocatable is None and pool is not None:

@@ -52,7 +52,6 @@ __all__ = [
     "create_error_reason",
     "error_code",
     "is_capacity_code",
-    "is_dry_run_allowed",
     "is_launch_template_not_found",
     "to_aws_error",
 ]
@@ -348,11 +347,6 @@ def is_service_linked_role_code(code: str) -> bool:
 def is_launch_template_not_found(error: BaseException) -> bool:
     """Whether the launch template of a request does not exist (any more)."""
     return error_code(error) in LAUNCH_TEMPLATE_NOT_FOUND_CODES
-
-
-def is_dry_run_allowed(error: BaseException) -> bool:
-    """Whether a dry run answered "would have succeeded"."""
-    return error_code(error) == _DRY_RUN_OK
 
 
 def create_error_reason(codes: list[str]) -> str:

@@ -29,6 +29,7 @@ import pydantic
 from pydantic import Field, field_validator, model_validator
 
 from provisioner.apis.base import ApiModel, parse_object
+from provisioner.apis.core import NodeSelectorRequirement
 from provisioner.scheduling.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -628,14 +629,6 @@ class Condition(ApiModel):
     reason: Annotated[str, Field(min_length=1, max_length=1024)]
     message: Annotated[str, Field(max_length=32768)]
     observed_generation: Annotated[int, Field(ge=0)] | None = None
-
-
-class NodeSelectorRequirement(ApiModel):
-    """A requirement of a resolved AMI (key, operator, values)."""
-
-    key: str
-    operator: str
-    values: list[str] | None = None
 
 
 class AMIStatus(ApiModel):

@@ -25,12 +25,12 @@ from cloudprovider.aws.nodeclass import (
     Condition,
     EC2NodeClass,
     EC2NodeClassStatus,
-    NodeSelectorRequirement,
     SecurityGroupStatus,
     SubnetStatus,
 )
 from cloudprovider.aws.securitygroup import SecurityGroup, SecurityGroupProvider
 from cloudprovider.aws.subnet import Subnet, SubnetProvider
+from provisioner.apis.core import NodeSelectorRequirement
 
 __all__ = [
     "CONDITION_AMIS_READY",
@@ -115,7 +115,7 @@ class ResolvedNodeClass:
                     deprecated=ami.deprecated or None,
                     requirements=[
                         NodeSelectorRequirement(
-                            key=d["key"], operator=d["operator"], values=d["values"] or None
+                            key=d["key"], operator=d["operator"], values=tuple(d["values"])
                         )
                         for d in ami.requirements.to_dicts()
                     ],

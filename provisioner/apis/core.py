@@ -6,14 +6,25 @@ object parses. They are read-only views; Jointer never writes whole core objects
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
-from provisioner.apis.base import LenientModel
+from provisioner.apis import labels
+from provisioner.apis.base import ApiModel, LenientModel
+from provisioner.apis.requirements import is_qualified_name, one_of
 
 __all__ = [
+    "TERMINAL_PHASES",
     "Affinity",
     "Container",
     "DaemonSet",
@@ -36,8 +47,10 @@ __all__ = [
     "QuantityValue",
     "StorageClass",
     "Taint",
+    "TaintEffect",
     "Toleration",
     "TopologySpreadConstraint",
+    "is_terminal",
 ]
 
 QuantityValue = str | int | float
@@ -71,12 +84,29 @@ class ObjectMeta(LenientModel):
     deletion_timestamp: datetime | None = None
 
 
+def _omit_if_empty(
+    model: BaseModel, handler: SerializerFunctionWrapHandler, field: str
+) -> dict[str, Any]:
+    """Serialise ``model`` leaving ``field`` out when it is empty (Kubernetes' ``omitempty``)."""
+    data: dict[str, Any] = handler(model)
+    if not getattr(model, field):
+        data.pop(field, None)
+    return data
+
+
 class NodeSelectorRequirement(LenientModel):
-    """One expression of a node selector term (``key``, ``operator``, ``values``)."""
+    """One expression of a node selector term (``key``, ``operator``, ``values``).
+
+    Empty ``values`` are left out when written (Kubernetes' ``omitempty``).
+    """
 
     key: str
     operator: str
     values: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_values(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_if_empty(self, handler, "values")
 
 
 class NodeSelectorTerm(LenientModel):
@@ -163,13 +193,59 @@ class Toleration(LenientModel):
     toleration_seconds: int | None = None
 
 
-class Taint(LenientModel):
-    """A node taint."""
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+def _check_taint_part(value: str, what: str) -> str:
+    if not is_qualified_name(value):
+        raise ValueError(
+            f'"{value}" is not a valid taint {what}: an optional DNS subdomain prefix and "/", '
+            'then alphanumerics, "-", "_" or ".", starting and ending with an alphanumeric'
+        )
+    return value
+
+
+class Taint(ApiModel):
+    """A taint a NodeClaim's node gets (``taints``) or starts with (``startupTaints``).
+
+    Also a Node's taint. Validated as the NodeClaim CRD validates it; a missing or ``null`` value
+    is ``""``, and an empty value is left out when written (Kubernetes' ``omitempty``).
+
+    Attributes:
+        key: the taint key.
+        value: the taint value, ``""`` for none.
+        effect: ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
+        time_added: when the taint was added (NoExecute taints).
+    """
 
     key: str
-    value: str = ""
-    effect: str
+    value: Annotated[str, BeforeValidator(lambda v: "" if v is None else v)] = ""
+    effect: Annotated[TaintEffect, BeforeValidator(one_of(*labels.TAINT_EFFECTS))]
     time_added: datetime | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _check_key(cls, key: str) -> str:
+        return _check_taint_part(key, "key")
+
+    @field_validator("value")
+    @classmethod
+    def _check_value(cls, value: str) -> str:
+        return _check_taint_part(value, "value") if value else value
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_value(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _omit_if_empty(self, handler, "value")
+
+    def matches(self, other: Taint) -> bool:
+        """Whether both taints have the same key and effect (``Taint.MatchTaint``)."""
+        return self.key == other.key and self.effect == other.effect
+
+    def __str__(self) -> str:
+        """``key=value:effect``, or ``key:effect`` without a value (``Taint.ToString``)."""
+        if self.value:
+            return f"{self.key}={self.value}:{self.effect}"
+        return f"{self.key}:{self.effect}"
 
 
 class TopologySpreadConstraint(LenientModel):
@@ -296,6 +372,20 @@ class Pod(LenientModel):
     def key(self) -> str:
         """``namespace/name``, the way pods are named in plans and logs."""
         return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+"""The pod phases after which no container runs again."""
+
+
+def is_terminal(pod: Pod | Mapping[str, Any]) -> bool:
+    """Whether the pod (a model or its wire shape) has Succeeded or Failed.
+
+    A terminal pod's requests no longer count anywhere.
+    """
+    if isinstance(pod, Pod):
+        return pod.status is not None and pod.status.phase in TERMINAL_PHASES
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 class PodTemplateSpec(LenientModel):

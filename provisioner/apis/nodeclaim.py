@@ -4,7 +4,7 @@ Every field of ``shared/karpenter/crds/karpenter.sh_nodeclaims.yaml`` is modelle
 patterns, enums and CEL rules are re-implemented so a bad field is reported by its path. Durations
 stay the strings they were written as (``expireAfter: 168h``); ``timedelta`` views are properties.
 
-Also here, because NodePool's template spec is a NodeClaim spec without resources: ``Taint``,
+Also here, because NodePool's template spec is a NodeClaim spec without resources:
 ``NodeClassReference``, the resource ``Quantity`` type and the duration field types.
 """
 
@@ -26,12 +26,11 @@ from pydantic import (
 from provisioner.apis import labels
 from provisioner.apis.base import ApiModel
 from provisioner.apis.conditions import Conditions
-from provisioner.apis.core import ObjectMeta
+from provisioner.apis.core import ObjectMeta, Taint
 from provisioner.apis.duration import DurationError, parse_duration
 from provisioner.apis.requirements import (
     NodeSelectorRequirementWithMinValues,
     check_requirement_count,
-    is_qualified_name,
     one_of,
 )
 
@@ -48,7 +47,6 @@ __all__ = [
     "NodeClassReference",
     "Quantity",
     "ResourceList",
-    "Taint",
     "TerminationGracePeriod",
     "check_quantity",
     "duplicate_taint_problem",
@@ -106,44 +104,6 @@ ExpireAfter = Annotated[str, AfterValidator(_check_expire_after)]
 """A CRD duration that may be ``Never`` (``expireAfter``, ``consolidateAfter``)."""
 TerminationGracePeriod = Annotated[str, AfterValidator(_check_grace_period)]
 """A CRD duration that may not be ``Never`` (``terminationGracePeriod``)."""
-
-
-def _check_taint_part(value: str, what: str) -> str:
-    if not is_qualified_name(value):
-        raise ValueError(
-            f'"{value}" is not a valid taint {what}: an optional DNS subdomain prefix and "/", '
-            'then alphanumerics, "-", "_" or ".", starting and ending with an alphanumeric'
-        )
-    return value
-
-
-class Taint(ApiModel):
-    """A taint a NodeClaim's node gets (``taints``) or starts with (``startupTaints``).
-
-    Attributes:
-        key: the taint key.
-        value: the taint value, if any.
-        effect: ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``.
-        time_added: when the taint was added (NoExecute taints).
-    """
-
-    key: str
-    value: str | None = None
-    effect: Annotated[
-        Literal["NoSchedule", "PreferNoSchedule", "NoExecute"],
-        BeforeValidator(one_of(*labels.TAINT_EFFECTS)),
-    ]
-    time_added: datetime | None = None
-
-    @field_validator("key")
-    @classmethod
-    def _check_key(cls, key: str) -> str:
-        return _check_taint_part(key, "key")
-
-    @field_validator("value")
-    @classmethod
-    def _check_value(cls, value: str | None) -> str | None:
-        return None if value is None else _check_taint_part(value, "value")
 
 
 def duplicate_taint_problem(

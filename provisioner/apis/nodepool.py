@@ -27,7 +27,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, fie
 from provisioner.apis import labels
 from provisioner.apis.base import ApiModel, to_wire
 from provisioner.apis.conditions import DISRUPTION_REASONS, Conditions
-from provisioner.apis.core import ObjectMeta
+from provisioner.apis.core import ObjectMeta, Taint
 from provisioner.apis.duration import (
     DurationError,
     format_duration,
@@ -39,7 +39,6 @@ from provisioner.apis.nodeclaim import (
     NodeClaimSpecBase,
     NodeClassReference,
     ResourceList,
-    Taint,
 )
 from provisioner.apis.requirements import (
     LabelValue,

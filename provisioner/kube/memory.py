@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from provisioner.apis.core import is_terminal
 from provisioner.kube.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -76,7 +77,6 @@ _IMMUTABLE_METADATA: Final = (
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
 )
-_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 _Key = tuple[str, str]
 
@@ -565,7 +565,7 @@ class InMemoryKube:
             return 0
         if not obj.get("spec", {}).get("nodeName"):
             return 0
-        if obj.get("status", {}).get("phase") in _TERMINAL_PHASES:
+        if is_terminal(obj):
             return 0
         if requested is not None:
             return max(0, requested)

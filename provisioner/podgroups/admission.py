@@ -39,7 +39,7 @@ from provisioner.podgroups.context import ProvisioningContext
 from provisioner.podgroups.detect import detect_group
 from provisioner.podgroups.groups import group_info, kueue_workload_key
 from provisioner.podgroups.model import Ecosystem, GroupId, PodGroupInfo, PodGroupRef, Verdict
-from provisioner.podgroups.resources import pod_requests
+from provisioner.scheduling.resources import ResourceListError, requests_of
 
 __all__ = ["karpenter_ignore_reason", "provisionable_verdict", "provisionable_verdicts"]
 
@@ -79,8 +79,16 @@ def _pending(members: Sequence[Pod]) -> list[Pod]:
     return [p for p in members if not p.spec.node_name]
 
 
+def _requests(pod: Pod) -> dict[str, int]:
+    try:
+        return requests_of(pod)
+    except ResourceListError:
+        # A malformed quantity is reported by the planner's own validation; count nothing here.
+        return {}
+
+
 def _gpu_milli(pod: Pod) -> int:
-    whole = pod_requests(pod).get(keys.NVIDIA_GPU, 0)
+    whole = _requests(pod).get(keys.NVIDIA_GPU, 0)
     try:
         fraction = fractions.gpu_fraction_milli(pod, None)
     except fractions.FractionError:
@@ -123,7 +131,7 @@ def _coscheduling_reason(
     pending = _pending(members)
     requested: dict[str, int] = {}
     for member in pending:
-        for name, value in pod_requests(member).items():
+        for name, value in _requests(member).items():
             requested[name] = requested.get(name, 0) + value
     for quota in sorted(ctx.elastic_quotas.values(), key=lambda q: q.metadata.name):
         if (quota.metadata.namespace or "default") != ref.namespace:

@@ -9,14 +9,12 @@ from typing import Any, Final
 import pydantic
 
 from provisioner.apis.base import parse_object
-from provisioner.apis.core import Pod, PriorityClass
+from provisioner.apis.core import Pod, PriorityClass, is_terminal
 from provisioner.podgroups import coscheduling, jobset, kai, kueue, lws, provreq, volcano, workload
 from provisioner.podgroups.detect import detect_group
 from provisioner.podgroups.model import GroupId
 
 __all__ = ["ProvisioningContext", "build_context"]
-
-_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +63,7 @@ class ProvisioningContext:
     def __post_init__(self) -> None:
         index: dict[GroupId, dict[str, Pod]] = {}
         for pod in self.pods:
-            if pod.status is not None and pod.status.phase in _TERMINAL_PHASES:
+            if is_terminal(pod):
                 continue
             ref = detect_group(pod)
             if ref is not None:

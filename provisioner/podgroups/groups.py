@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
 
-from provisioner.apis.core import ObjectMeta, Pod
+from provisioner.apis.core import ObjectMeta, Pod, is_terminal
 from provisioner.podgroups import coscheduling, jobset, kai, keys, kueue, lws, provreq, volcano
 from provisioner.podgroups import workload as kube_workload
 from provisioner.podgroups.context import ProvisioningContext
@@ -14,8 +13,6 @@ from provisioner.podgroups.detect import detect_group
 from provisioner.podgroups.model import Ecosystem, PodGroupInfo, PodGroupRef, SubGroupInfo
 
 __all__ = ["group_info", "is_gated", "kueue_workload_key", "pod_groups"]
-
-_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +29,7 @@ def is_gated(pod: Pod) -> bool:
 
 
 def _is_live(pod: Pod) -> bool:
-    return pod.status is None or pod.status.phase not in _TERMINAL_PHASES
+    return not is_terminal(pod)
 
 
 def _workload_api(ref: PodGroupRef, members: tuple[Pod, ...], ctx: ProvisioningContext) -> _Shape:

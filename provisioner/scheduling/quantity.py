@@ -12,7 +12,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["QuantityError", "format_quantity", "parse_quantity", "to_units_ceil"]
+__all__ = ["QuantityError", "format_quantity", "parse_quantity"]
 
 MILLI: Final = 1000
 
@@ -90,11 +90,6 @@ def _parse_text(value: str) -> int:
 
 def _ceil(value: Fraction) -> int:
     return -((-value.numerator) // value.denominator)
-
-
-def to_units_ceil(milli: int) -> int:
-    """Whole units of a milli-unit amount, rounded up (``1500`` -> ``2``)."""
-    return -((-milli) // MILLI)
 
 
 def format_quantity(milli: int, *, binary: bool = False) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, TypeAlias
 
+from provisioner.apis.core import Container, Pod
 from provisioner.scheduling.quantity import MILLI, QuantityError, format_quantity, parse_quantity
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "max_of",
     "parse_resource_list",
     "pod_requests",
+    "requests_of",
     "subtract",
     "with_pod_slot",
 ]
@@ -155,14 +157,48 @@ def pod_requests(
     Raises:
         ResourceListError: naming the container and resource on a malformed quantity.
     """
+    return _effective_requests(
+        (_container_requests(c, f"containers[{i}]") for i, c in enumerate(containers)),
+        (
+            (_container_requests(c, f"initContainers[{i}]"), c.get("restartPolicy"))
+            for i, c in enumerate(init_containers)
+        ),
+        overhead,
+    )
+
+
+def requests_of(pod: Pod) -> dict[str, int]:
+    """`pod_requests` of a pod model (the one rule every layer counts a pod's requests by).
+
+    Kubernetes' effective request: a limit stands in for a missing request, sidecar and other init
+    containers count as the scheduler counts them, and the overhead is added.
+
+    Raises:
+        ResourceListError: naming the container and resource on a malformed quantity.
+    """
+    spec = pod.spec
+    return _effective_requests(
+        (_model_requests(c, f"containers[{i}]") for i, c in enumerate(spec.containers)),
+        (
+            (_model_requests(c, f"initContainers[{i}]"), c.restart_policy)
+            for i, c in enumerate(spec.init_containers)
+        ),
+        spec.overhead,
+    )
+
+
+def _effective_requests(
+    containers: Iterable[dict[str, int]],
+    init_containers: Iterable[tuple[dict[str, int], object]],
+    overhead: Mapping[str, str | int | float] | None,
+) -> dict[str, int]:
     running: dict[str, int] = {}
-    for index, container in enumerate(containers):
-        running = add(running, _container_requests(container, f"containers[{index}]"))
+    for own in containers:
+        running = add(running, own)
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for index, container in enumerate(init_containers):
-        own = _container_requests(container, f"initContainers[{index}]")
-        if container.get("restartPolicy") == _RESTART_ALWAYS:
+    for own, restart_policy in init_containers:
+        if restart_policy == _RESTART_ALWAYS:
             running = add(running, own)
             sidecars = add(sidecars, own)
             during = sidecars
@@ -173,6 +209,13 @@ def pod_requests(
     if overhead:
         effective = add(effective, parse_resource_list(overhead, field="overhead"))
     return effective
+
+
+def _model_requests(container: Container, field: str) -> dict[str, int]:
+    resources = container.resources
+    requests = parse_resource_list(resources.requests, field=f"{field}.resources.requests")
+    limits = parse_resource_list(resources.limits, field=f"{field}.resources.limits")
+    return {**limits, **requests}
 
 
 def _container_requests(container: Mapping[str, object], field: str) -> dict[str, int]:

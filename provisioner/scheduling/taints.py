@@ -1,6 +1,7 @@
 """Taints and tolerations with kube-scheduler's matching rules.
 
-`tolerates` is ``k8s.io/api/core/v1.Toleration.ToleratesTaint``; `untolerated` and
+Taints are `provisioner.apis.core.Taint`. `tolerates` is
+``k8s.io/api/core/v1.Toleration.ToleratesTaint``; `untolerated` and
 `untolerated_all` are the node-side checks Karpenter and the TaintToleration filter make.
 """
 
@@ -10,20 +11,22 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, cast, get_args
 
+from provisioner.apis.core import Taint, TaintEffect
+
 __all__ = [
     "EFFECTS",
     "SCHEDULING_EFFECTS",
     "Effect",
-    "Taint",
     "TaintError",
     "Toleration",
     "merge_taints",
+    "parse_taint",
     "tolerates",
     "untolerated",
     "untolerated_all",
 ]
 
-Effect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+Effect = TaintEffect
 EFFECTS: Final[frozenset[str]] = frozenset(get_args(Effect))
 #: The effects that keep a pod off a node; ``PreferNoSchedule`` is only a preference.
 SCHEDULING_EFFECTS: Final[tuple[Effect, ...]] = ("NoSchedule", "NoExecute")
@@ -35,50 +38,34 @@ class TaintError(ValueError):
     """A taint or toleration in a shape Kubernetes would reject; names the field."""
 
 
-@dataclass(frozen=True, slots=True)
-class Taint:
-    """A node taint (``timeAdded`` is not kept)."""
+def _string(data: Mapping[str, object], name: str, field: str) -> str:
+    """``data[name]``, ``""`` when missing or empty.
 
-    key: str
-    value: str
-    effect: Effect
+    Raises:
+        TaintError: when it is there and not a string.
+    """
+    value = data.get(name) or ""
+    if not isinstance(value, str):
+        raise TaintError(f"{field}.{name}: must be a string, got {value!r}")
+    return value
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object], *, field: str = "taint") -> Taint:
-        """Read a Kubernetes ``Taint`` (``{key, value?, effect}``).
 
-        Raises:
-            TaintError: on a missing key or an unknown effect.
-        """
-        key = data.get("key")
-        value = data.get("value") or ""
-        effect = data.get("effect")
-        if not isinstance(key, str) or not key:
-            raise TaintError(f"{field}.key: required, got {key!r}")
-        if not isinstance(value, str):
-            raise TaintError(f"{field}.value: must be a string, got {value!r}")
-        if effect not in EFFECTS:
-            raise TaintError(
-                f"{field}.effect: must be one of {', '.join(sorted(EFFECTS))}, got {effect!r}"
-            )
-        return cls(key, value, cast("Effect", effect))
+def parse_taint(data: Mapping[str, object], *, field: str = "taint") -> Taint:
+    """Read a Kubernetes ``Taint`` (``{key, value?, effect}``); ``timeAdded`` is not kept.
 
-    def to_dict(self) -> dict[str, str]:
-        """The Kubernetes JSON shape (``value`` omitted when empty)."""
-        data = {"key": self.key, "effect": self.effect}
-        if self.value:
-            data["value"] = self.value
-        return data
-
-    def matches(self, other: Taint) -> bool:
-        """Whether both taints have the same key and effect (``Taint.MatchTaint``)."""
-        return self.key == other.key and self.effect == other.effect
-
-    def __str__(self) -> str:
-        """``key=value:effect``, or ``key:effect`` without a value (``Taint.ToString``)."""
-        if self.value:
-            return f"{self.key}={self.value}:{self.effect}"
-        return f"{self.key}:{self.effect}"
+    Raises:
+        TaintError: on a missing key or an unknown effect.
+    """
+    key = data.get("key")
+    if not isinstance(key, str) or not key:
+        raise TaintError(f"{field}.key: required, got {key!r}")
+    value = _string(data, "value", field)
+    effect = data.get("effect")
+    if effect not in EFFECTS:
+        raise TaintError(
+            f"{field}.effect: must be one of {', '.join(sorted(EFFECTS))}, got {effect!r}"
+        )
+    return Taint.model_construct(key=key, value=value, effect=cast("Effect", effect))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +85,11 @@ class Toleration:
         Raises:
             TaintError: on a field of the wrong type, an unknown operator or effect.
         """
-        key = data.get("key") or ""
+        key = _string(data, "key", field)
+        value = _string(data, "value", field)
         operator = data.get("operator") or "Equal"
-        value = data.get("value") or ""
         effect = data.get("effect") or ""
         seconds = data.get("tolerationSeconds")
-        if not isinstance(key, str):
-            raise TaintError(f"{field}.key: must be a string, got {key!r}")
-        if not isinstance(value, str):
-            raise TaintError(f"{field}.value: must be a string, got {value!r}")
         if operator not in _TOLERATION_OPERATORS:
             raise TaintError(
                 f"{field}.operator: must be one of "

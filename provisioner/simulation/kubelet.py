@@ -27,6 +27,7 @@ from typing import Any, Final
 from cloudprovider.aws.catalog import Catalog
 from cloudprovider.aws.tags import TAG_NODECLASS, TAG_NODEPOOL
 from provisioner.apis import labels as wk
+from provisioner.apis.core import is_terminal
 from provisioner.apis.duration import DurationError, parse_go_duration
 from provisioner.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
 from provisioner.kube.event import format_time
@@ -38,7 +39,6 @@ from provisioner.simulation.cloud import Launch, MotoCloud, capacity_type_of
 from provisioner.simulation.objects import (
     condition_true,
     is_deleting,
-    is_terminal,
     name_of,
     namespace_of,
     set_condition,

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from provisioner.kube.event import format_time
 from provisioner.kube.protocol import JsonObject
 
 __all__ = [
-    "TERMINAL_PHASES",
     "condition",
     "condition_true",
     "is_deleting",
-    "is_terminal",
     "labels_of",
     "name_of",
     "namespace_of",
@@ -21,8 +19,6 @@ __all__ = [
     "set_condition",
     "uid_of",
 ]
-
-TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -53,11 +49,6 @@ def pod_key(obj: Mapping[str, Any]) -> str:
 def is_deleting(obj: Mapping[str, Any]) -> bool:
     """Whether ``metadata.deletionTimestamp`` is set."""
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def is_terminal(pod: Mapping[str, Any]) -> bool:
-    """Whether a pod has Succeeded or Failed."""
-    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from provisioner.apis.base import parse_object
-from provisioner.apis.core import Pod
+from provisioner.apis.core import Pod, Taint, is_terminal
 from provisioner.apis.errors import ApiValidationError
 from provisioner.kube.errors import ConflictError, NotFoundError
 from provisioner.kube.memory import InMemoryKube
@@ -46,7 +46,6 @@ from provisioner.podgroups import (
 )
 from provisioner.podgroups.context import ProvisioningContext
 from provisioner.podgroups.keys import NVIDIA_GPU
-from provisioner.podgroups.resources import pod_requests as group_pod_requests
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity, node_selector_matches
 from provisioner.scheduling.quantity import QuantityError, parse_quantity
 from provisioner.scheduling.resources import (
@@ -54,20 +53,20 @@ from provisioner.scheduling.resources import (
     add,
     exceeded,
     pod_requests,
+    requests_of,
     subtract,
     with_pod_slot,
 )
 from provisioner.scheduling.taints import (
-    Taint,
     TaintError,
     Toleration,
+    parse_taint,
     untolerated,
 )
 from provisioner.simulation.objects import (
     condition,
     condition_true,
     is_deleting,
-    is_terminal,
     name_of,
     namespace_of,
     pod_key,
@@ -256,7 +255,7 @@ class Scheduler:
                 continue
             try:
                 taints = tuple(
-                    Taint.from_dict(t)
+                    parse_taint(t)
                     for t in spec.get("taints") or []
                     if t.get("effect") in _BLOCKING_EFFECTS
                 )
@@ -429,8 +428,12 @@ class Scheduler:
         gpus = 0
         for pod in pending:
             model = self._model(pod)
-            if model is not None:
-                gpus += group_pod_requests(model).get(NVIDIA_GPU, 0)
+            if model is None:
+                continue
+            try:
+                gpus += requests_of(model).get(NVIDIA_GPU, 0)
+            except ResourceListError:
+                continue  # the pod's own filter reports it
         non_preemptible = (
             kai.non_preemptible_reason(first, ref.key, group, context.priority_classes) is not None
         )

@@ -27,6 +27,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from provisioner.apis.core import is_terminal
 from provisioner.kube.errors import AlreadyExistsError, NotFoundError
 from provisioner.kube.event import format_time
 from provisioner.kube.memory import InMemoryKube
@@ -41,11 +42,10 @@ from provisioner.kube.resource import (
     Resource,
 )
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity, node_selector_matches
-from provisioner.scheduling.taints import Taint, TaintError, Toleration, untolerated
+from provisioner.scheduling.taints import TaintError, Toleration, parse_taint, untolerated
 from provisioner.simulation.objects import (
     condition_true,
     is_deleting,
-    is_terminal,
     labels_of,
     name_of,
     namespace_of,
@@ -356,7 +356,7 @@ class Workloads:
             if name in covered or is_deleting(node):
                 continue
             try:
-                taints = [Taint.from_dict(t) for t in (node.get("spec") or {}).get("taints") or []]
+                taints = [parse_taint(t) for t in (node.get("spec") or {}).get("taints") or []]
             except TaintError:
                 continue
             if untolerated(tolerations, taints, ("NoSchedule", "NoExecute")) is not None:

@@ -194,9 +194,7 @@ def state_node(
         assert requirements is not None  # noqa: S101
         node_initialized = False
         labels = {**requirements.labels(), **claim.metadata.labels}
-        taints = tuple(
-            Taint(key=t.key, value=t.value or "", effect=t.effect) for t in claim.spec.taints
-        )
+        taints = tuple(claim.spec.taints)
         allocatable = _milli(status.allocatable) if status is not None else None
         capacity = _milli(status.capacity) if status is not None else None
         deleting, ready, tainted, unschedulable = claim_deleting, False, False, False

@@ -144,15 +144,19 @@ def _manifests(kube: KubeClient, snapshot: Snapshot) -> JsonObject:
             # the controller reports a NodePool it cannot read and goes on without it;
             # `jointer plan` refuses such input (exit 2): the snapshot leaves it out
             listed = [o for o in listed if _readable(snapshot, o)]
-        for obj in listed:
-            if obj["kind"] == "Pod":
-                nomination = snapshot.nominations.get(_key(obj))
-                if nomination is not None:
-                    status = dict(obj.get("status") or {})
-                    status["nominatedNodeName"] = nomination.node_claim
-                    obj = {**obj, "status": status}
-            items.append(obj)
+        items.extend(_nominated(obj, snapshot) for obj in listed)
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _nominated(obj: JsonObject, snapshot: Snapshot) -> JsonObject:
+    """A pod with its nomination written as ``status.nominatedNodeName``."""
+    nomination = snapshot.nominations.get(_key(obj)) if obj["kind"] == "Pod" else None
+    if nomination is None:
+        return obj
+    return {
+        **obj,
+        "status": {**(obj.get("status") or {}), "nominatedNodeName": nomination.node_claim},
+    }
 
 
 def _readable(snapshot: Snapshot, nodepool: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Final
 
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Pod, PodDisruptionBudget
+from provisioner.apis.core import Pod, PodDisruptionBudget, is_terminal
 from provisioner.apis.nodepool import NodePool
 from provisioner.kube.selector import LabelSelector, from_label_selector
 from provisioner.podgroups import (
@@ -44,17 +44,10 @@ __all__ = [
     "is_drainable",
     "is_mirror_pod",
     "is_reschedulable",
-    "is_terminal",
     "tolerates_disrupted",
 ]
 
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 _READY: Final = "Ready"
-
-
-def is_terminal(pod: Pod) -> bool:
-    """Succeeded or Failed."""
-    return pod.status is not None and pod.status.phase in _TERMINAL
 
 
 def is_daemon_pod(pod: Pod) -> bool:

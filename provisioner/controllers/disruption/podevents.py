@@ -14,6 +14,7 @@ from typing import Final
 
 from structlog.typing import FilteringBoundLogger
 
+from provisioner.apis.core import is_terminal
 from provisioner.controllers.nodeclaim.status import patch_claim_status
 from provisioner.kube.event import format_time
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
@@ -25,7 +26,6 @@ __all__ = ["DEDUPE", "PodEventsController"]
 
 NAME: Final = "nodeclaim.podevents"
 DEDUPE: Final = timedelta(seconds=10)
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 _PodState = tuple[str, bool, bool]  # (node, terminal, terminating)
 
@@ -59,7 +59,7 @@ class PodEventsController:
         metadata = obj.get("metadata") or {}
         uid = str(metadata.get("uid") or metadata.get("name") or "")
         node = str((obj.get("spec") or {}).get("nodeName") or "")
-        terminal = (obj.get("status") or {}).get("phase") in _TERMINAL
+        terminal = is_terminal(obj)
         current: _PodState = (node, terminal, bool(metadata.get("deletionTimestamp")))
         with self._lock:
             previous = self._seen.get(uid)

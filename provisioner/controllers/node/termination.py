@@ -42,7 +42,7 @@ from typing import Any, Final
 from cloudprovider.errors import CloudProviderError, NodeClaimNotFoundError
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Node, Pod
+from provisioner.apis.core import Node, Pod, is_terminal
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.config import DisruptionConfig
@@ -50,7 +50,6 @@ from provisioner.controllers.disruption.facts import (
     ClusterFacts,
     is_daemon_pod,
     is_mirror_pod,
-    is_terminal,
     tolerates_disrupted,
 )
 from provisioner.controllers.disruption.marks import taint_node

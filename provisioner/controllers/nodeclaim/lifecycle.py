@@ -33,7 +33,6 @@ from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
 from provisioner.apis.core import Node
-from provisioner.apis.core import Taint as CoreTaint
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.controllers.events import insufficient_capacity, nodeclass_not_ready
 from provisioner.controllers.nodeclaim.status import (
@@ -80,10 +79,6 @@ def claim_ref(claim: NodeClaim) -> JsonObject:
 
 def _resources(values: Mapping[str, object] | None) -> dict[str, int]:
     return {name: parse_quantity(str(value)) for name, value in (values or {}).items()}
-
-
-def _core_taints(taints: tuple[Any, ...]) -> tuple[CoreTaint, ...]:
-    return tuple(CoreTaint.model_validate(to_wire(t)) for t in taints)
 
 
 class LifecycleController(ControllerBase):
@@ -172,8 +167,8 @@ class LifecycleController(ControllerBase):
             requests=_resources(claim.spec.resources.requests if claim.spec.resources else None),
             labels=dict(claim.metadata.labels),
             annotations=dict(claim.metadata.annotations),
-            taints=_core_taints(claim.spec.taints),
-            startup_taints=_core_taints(claim.spec.startup_taints),
+            taints=claim.spec.taints,
+            startup_taints=claim.spec.startup_taints,
         )
 
     def _give_up(self, claim: NodeClaim, error: CloudProviderError) -> None:

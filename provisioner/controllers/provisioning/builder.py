@@ -20,7 +20,7 @@ from typing import Final
 
 from cloudprovider.instancetype import InstanceType
 from provisioner.apis import labels as wk
-from provisioner.apis.core import Pod
+from provisioner.apis.core import Pod, Taint
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.offerings import (
     SCHEDULING_EFFECTS,
@@ -54,11 +54,11 @@ from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import (
     fits,
     format_resource_list,
-    pod_requests,
+    requests_of,
     subtract,
     with_pod_slot,
 )
-from provisioner.scheduling.taints import Taint, untolerated
+from provisioner.scheduling.taints import untolerated
 from provisioner.state.statenode import StateNode
 from solver.problem import (
     GPU_MILLI,
@@ -403,8 +403,7 @@ def _resolved(
         allocatable = _smallest(t.allocatable for t in types)
         if len(types) == 1:
             labels = {**types[0].labels, **labels}
-    taints = [Taint(t.key, t.value or "", t.effect) for t in state.taints]  # type: ignore[arg-type]
-    overhead = daemons.requests_for(labels, taints)
+    overhead = daemons.requests_for(labels, state.taints)
     return labels, {k: max(v, 0) for k, v in subtract(allocatable, overhead).items()}
 
 
@@ -446,25 +445,7 @@ def _node_bin(
     used: dict[str, int] = {}
     fraction_used = 0
     for pod in pods:
-        requests = with_pod_slot(
-            pod_requests(
-                [
-                    {"resources": {"requests": c.resources.requests, "limits": c.resources.limits}}
-                    for c in pod.spec.containers
-                ],
-                [
-                    {
-                        "resources": {
-                            "requests": c.resources.requests,
-                            "limits": c.resources.limits,
-                        },
-                        **({"restartPolicy": c.restart_policy} if c.restart_policy else {}),
-                    }
-                    for c in pod.spec.init_containers
-                ],
-                pod.spec.overhead or None,
-            )
-        )
+        requests = with_pod_slot(requests_of(pod))
         for name, amount in requests.items():
             used[name] = used.get(name, 0) + amount
         fraction = _safe_fraction(pod)
@@ -478,7 +459,7 @@ def _node_bin(
     remaining[GPU] = whole_free * 1000
     gpus_free = (1000,) * whole_free + ((GPU_MILLI - partial,) if partial else ())
     taints = tuple(
-        Taint(t.key, t.value or "", t.effect)  # type: ignore[arg-type]
+        Taint(key=t.key, value=t.value, effect=t.effect)  # timeAdded is not kept
         for t in state.taints
         if t.effect in SCHEDULING_EFFECTS
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
 
 from provisioner.apis.core import (
     DaemonSet,
@@ -16,19 +15,13 @@ from provisioner.apis.core import (
     PersistentVolumeClaim,
     Pod,
     StorageClass,
+    is_terminal,
 )
 from provisioner.controllers.provisioning.offerings import PoolTemplate
 from provisioner.podgroups import ProvisioningContext, build_context
 from provisioner.state.statenode import StateNode
 
-__all__ = ["ClusterView", "is_terminal"]
-
-TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-
-
-def is_terminal(pod: Pod) -> bool:
-    """Whether the pod has finished (its requests no longer count anywhere)."""
-    return pod.status is not None and pod.status.phase in TERMINAL_PHASES
+__all__ = ["ClusterView"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

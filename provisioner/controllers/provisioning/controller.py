@@ -28,13 +28,13 @@ from cloudprovider.protocol import NodeClassRef, NodePoolRef
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
 from provisioner.apis.conditions import CONDITION_READY, STATUS_FALSE
-from provisioner.apis.core import Pod
+from provisioner.apis.core import Pod, is_terminal
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_hash
 from provisioner.controllers.events import failed_scheduling, nominated
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.batcher import Batcher
-from provisioner.controllers.provisioning.cluster import ClusterView, is_terminal
+from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.offerings import (
     PoolTemplate,
     pool_template,

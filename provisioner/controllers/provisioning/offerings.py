@@ -13,13 +13,13 @@ from typing import Final
 
 from cloudprovider.instancetype import InstanceType, Offering
 from provisioner.apis import labels as wk
-from provisioner.apis.core import DaemonSet, Pod
+from provisioner.apis.core import DaemonSet, Pod, Taint
 from provisioner.apis.nodepool import NodePool
 from provisioner.controllers.provisioning.podfacts import PodError, Signature, pod_facts
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import add, subtract
-from provisioner.scheduling.taints import Taint, untolerated
+from provisioner.scheduling.taints import untolerated
 
 __all__ = ["DaemonOverhead", "Option", "PoolTemplate", "enumerate_options", "pool_template"]
 
@@ -60,13 +60,12 @@ def pool_template(nodepool: NodePool, instance_types: Sequence[InstanceType]) ->
         if nodepool.spec.limits is not None
         else None
     )
-    taints = tuple(Taint(t.key, t.value or "", t.effect) for t in nodepool.taints)
     return PoolTemplate(
         name=nodepool.name,
         weight=nodepool.weight,
         requirements=requirements,
         labels=labels,
-        taints=taints,
+        taints=nodepool.taints,
         limits=limits,
         instance_types=tuple(instance_types),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Final
 
 from provisioner.apis import labels as wk
 from provisioner.apis.core import (
@@ -22,7 +22,7 @@ from provisioner.apis.core import (
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity
 from provisioner.scheduling.quantity import QuantityError
 from provisioner.scheduling.requirements import Requirement, RequirementError, Requirements
-from provisioner.scheduling.resources import pod_requests, with_pod_slot
+from provisioner.scheduling.resources import requests_of, with_pod_slot
 from provisioner.scheduling.taints import TaintError, Toleration
 
 __all__ = [
@@ -195,13 +195,7 @@ def _requests(pod: Pod, key: str, cache: RequestsCache) -> Mapping[str, int]:
     requests = cache.get(resources_key)
     if requests is None:
         try:
-            requests = with_pod_slot(
-                pod_requests(
-                    [_container_dict(c) for c in spec.containers],
-                    [_container_dict(c) for c in spec.init_containers],
-                    spec.overhead or None,
-                )
-            )
+            requests = with_pod_slot(requests_of(pod))
         except QuantityError as error:
             raise PodError(f"Pod {key}: spec.{error}") from error
         cache[resources_key] = requests
@@ -215,19 +209,6 @@ def _container_key(container: Container) -> tuple[object, ...]:
         tuple(resources.limits.items()),
         container.restart_policy,
     )
-
-
-def _container_dict(container: Container) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": container.name,
-        "resources": {
-            "requests": container.resources.requests,
-            "limits": container.resources.limits,
-        },
-    }
-    if container.restart_policy:
-        body["restartPolicy"] = container.restart_policy
-    return body
 
 
 def _signature_key(pod: Pod) -> str:

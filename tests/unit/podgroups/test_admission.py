@@ -173,6 +173,35 @@ def test_kai_own_check_non_preemptible_over_queue_quota():
     assert verdict.reason == "pod group default/job is over its queue quota"
 
 
+GPU_LIMIT_ONLY = {
+    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+}
+"""A container with a GPU limit and no request: Kubernetes makes its request the limit."""
+
+
+def test_kai_own_check_counts_a_gpu_limit_without_request_as_a_gpu():
+    pg = b.kai_pod_group("job", min_member=2, queue="q", preemptibility="non-preemptible")
+    members = b.pods("j", 2, annotations={"pod-group-name": "job"}, spec=GPU_LIMIT_ONLY)
+    queue = b.kai_queue("q", gpu_quota=2, gpu_limit=-1, allocated_non_preemptible_gpu="1")
+    verdict = _verdict(members[0], members[1], pg, queue)
+    assert verdict.reason == "pod group default/job is over its queue quota"
+
+
+def test_kai_own_check_counts_sidecar_gpus_beside_the_containers():
+    sidecar = {
+        "name": "side",
+        "restartPolicy": "Always",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    spec = {**GPU_LIMIT_ONLY, "initContainers": [sidecar]}
+    pg = b.kai_pod_group("job", min_member=1, queue="q", preemptibility="non-preemptible")
+    pod = b.pod_manifest(annotations={"pod-group-name": "job"}, spec=spec)
+    queue = b.kai_queue("q", gpu_quota=2, gpu_limit=-1, allocated_non_preemptible_gpu="1")
+    assert _verdict(pod, pg, queue).reason == "pod group default/job is over its queue quota"
+    within = b.kai_queue("q", gpu_quota=3, gpu_limit=-1, allocated_non_preemptible_gpu="1")
+    assert _verdict(pod, pg, within).provisionable
+
+
 def test_kai_own_check_passes_preemptible_work_over_quota_within_limit():
     pg = b.kai_pod_group("job", min_member=2, queue="q", preemptibility="preemptible")
     members = b.pods(
@@ -301,6 +330,18 @@ def test_coscheduling_gated_siblings_are_reported():
 
 def test_coscheduling_elastic_quota_max_is_enforced():
     members = b.pods("c", 2, "team", labels=CG, requests={"cpu": "2"})
+    quota = b.elastic_quota("eq", "team", max_={"cpu": "10"}, used={"cpu": "7"})
+    verdict = _verdict(
+        members[0], members[1], b.coscheduling_pod_group("cg", "team", min_member=2), quota
+    )
+    assert verdict.reason == (
+        "pod group team/cg is over its queue quota (ElasticQuota team/eq max cpu)"
+    )
+
+
+def test_coscheduling_elastic_quota_counts_limits_without_requests():
+    spec = {"containers": [{"name": "main", "resources": {"limits": {"cpu": "2"}}}]}
+    members = b.pods("c", 2, "team", labels=CG, spec=spec)
     quota = b.elastic_quota("eq", "team", max_={"cpu": "10"}, used={"cpu": "7"})
     verdict = _verdict(
         members[0], members[1], b.coscheduling_pod_group("cg", "team", min_member=2), quota

@@ -2,6 +2,7 @@
 
 import pytest
 
+from provisioner.apis.core import Pod
 from provisioner.scheduling.quantity import QuantityError
 from provisioner.scheduling.resources import (
     ResourceListError,
@@ -15,6 +16,7 @@ from provisioner.scheduling.resources import (
     max_of,
     parse_resource_list,
     pod_requests,
+    requests_of,
     subtract,
     with_pod_slot,
 )
@@ -183,3 +185,46 @@ def test_pod_requests_of_containers_without_resources_are_empty():
 def test_pod_requests_name_the_bad_field(containers, init, message):
     with pytest.raises(ResourceListError, match=message):
         pod_requests(containers, init)
+
+
+def _pod(
+    containers: list[dict[str, object]],
+    init: list[dict[str, object]] | tuple[()] = (),
+    overhead: dict[str, str] | None = None,
+) -> Pod:
+    spec: dict[str, object] = {"containers": list(containers), "initContainers": list(init)}
+    if overhead:
+        spec["overhead"] = overhead
+    return Pod.model_validate({"spec": spec})
+
+
+@pytest.mark.parametrize(
+    ("containers", "init", "overhead"),
+    [
+        ([container(limits={"nvidia.com/gpu": "1"})], [], None),
+        ([container(requests={"cpu": "100m"}, limits={"cpu": "2", "memory": "1Gi"})], [], None),
+        ([container({"cpu": "1", "memory": "1Gi"})], [container({"cpu": "3"})], None),
+        (
+            [container({"cpu": "1"})],
+            [
+                container(limits={"cpu": "500m"}, restart_policy="Always"),
+                container({"cpu": "2"}),
+                container({"cpu": "300m"}, restart_policy="Always"),
+            ],
+            {"cpu": "250m"},
+        ),
+    ],
+)
+def test_requests_of_a_pod_model_follow_the_same_rule(containers, init, overhead):
+    assert requests_of(_pod(containers, init, overhead)) == pod_requests(containers, init, overhead)
+
+
+def test_requests_of_a_gpu_limit_without_request_is_one_gpu():
+    assert requests_of(_pod([container(limits={"nvidia.com/gpu": "1"})])) == {
+        "nvidia.com/gpu": 1000
+    }
+
+
+def test_requests_of_name_the_bad_field():
+    with pytest.raises(ResourceListError, match=r"initContainers\[0\].resources.limits.memory"):
+        requests_of(_pod([], [container(limits={"memory": "x"})]))

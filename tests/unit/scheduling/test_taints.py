@@ -2,18 +2,20 @@
 
 import pytest
 
+from provisioner.apis.base import to_wire
+from provisioner.apis.core import Taint
 from provisioner.scheduling.taints import (
     EFFECTS,
-    Taint,
     TaintError,
     Toleration,
     merge_taints,
+    parse_taint,
     tolerates,
     untolerated,
     untolerated_all,
 )
 
-TAINT = Taint("dedicated", "gpu", "NoSchedule")
+TAINT = Taint(key="dedicated", value="gpu", effect="NoSchedule")
 
 
 @pytest.mark.parametrize(
@@ -21,7 +23,7 @@ TAINT = Taint("dedicated", "gpu", "NoSchedule")
     [
         # Cases after k8s.io/api/core/v1 toleration_test.go.
         (Toleration("", "Exists"), TAINT, True),
-        (Toleration("", "Exists"), Taint("any", "", "NoExecute"), True),
+        (Toleration("", "Exists"), Taint(key="any", value="", effect="NoExecute"), True),
         (Toleration("", "Exists", effect="NoExecute"), TAINT, False),
         (Toleration("dedicated", "Exists"), TAINT, True),
         (Toleration("dedicated", "Exists", effect="NoSchedule"), TAINT, True),
@@ -31,10 +33,14 @@ TAINT = Taint("dedicated", "gpu", "NoSchedule")
         (Toleration("dedicated", "Equal", "gpu", "NoSchedule"), TAINT, True),
         (Toleration("dedicated", "Equal", "gpu", "NoExecute"), TAINT, False),
         (Toleration("other", "Exists"), TAINT, False),
-        (Toleration("dedicated"), Taint("dedicated", "", "NoSchedule"), True),
+        (Toleration("dedicated"), Taint(key="dedicated", value="", effect="NoSchedule"), True),
         (Toleration("dedicated"), TAINT, False),
         (Toleration("", "Equal", "gpu"), TAINT, True),
-        (Toleration("dedicated", "Lt", "5"), Taint("dedicated", "3", "NoSchedule"), False),
+        (
+            Toleration("dedicated", "Lt", "5"),
+            Taint(key="dedicated", value="3", effect="NoSchedule"),
+            False,
+        ),
     ],
 )
 def test_tolerates_matches_kube_scheduler(toleration, taint, expected):
@@ -42,13 +48,16 @@ def test_tolerates_matches_kube_scheduler(toleration, taint, expected):
 
 
 def test_untolerated_ignores_prefer_no_schedule_by_default():
-    taints = [Taint("soft", "", "PreferNoSchedule"), Taint("hard", "", "NoExecute")]
-    assert untolerated([], taints) == Taint("hard", "", "NoExecute")
+    taints = [
+        Taint(key="soft", value="", effect="PreferNoSchedule"),
+        Taint(key="hard", value="", effect="NoExecute"),
+    ]
+    assert untolerated([], taints) == Taint(key="hard", value="", effect="NoExecute")
     assert untolerated([Toleration("hard", "Exists")], taints) is None
 
 
 def test_untolerated_all_with_every_effect_is_karpenters_check():
-    taints = [Taint("soft", "", "PreferNoSchedule"), TAINT]
+    taints = [Taint(key="soft", value="", effect="PreferNoSchedule"), TAINT]
     assert untolerated_all([], taints, EFFECTS) == taints
     assert untolerated_all(
         [Toleration("", "Exists", effect="PreferNoSchedule")], taints, EFFECTS
@@ -59,16 +68,16 @@ def test_untolerated_all_with_every_effect_is_karpenters_check():
 def test_taint_renders_like_kubernetes():
     assert str(TAINT) == "dedicated=gpu:NoSchedule"
     assert (
-        str(Taint("karpenter.sh/disrupted", "", "NoSchedule"))
+        str(Taint(key="karpenter.sh/disrupted", value="", effect="NoSchedule"))
         == "karpenter.sh/disrupted:NoSchedule"
     )
 
 
 def test_taint_round_trips_through_dicts():
     data = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
-    assert Taint.from_dict(data) == TAINT
-    assert TAINT.to_dict() == data
-    assert Taint.from_dict({"key": "k", "effect": "NoExecute"}).to_dict() == {
+    assert parse_taint(data) == TAINT
+    assert to_wire(TAINT) == data
+    assert to_wire(parse_taint({"key": "k", "effect": "NoExecute"})) == {
         "key": "k",
         "effect": "NoExecute",
     }
@@ -82,9 +91,9 @@ def test_taint_round_trips_through_dicts():
         ({"key": "k", "value": 3, "effect": "NoSchedule"}, r"spec.taints\[0\].value"),
     ],
 )
-def test_taint_from_dict_names_the_bad_field(data, message):
+def test_parse_taint_names_the_bad_field(data, message):
     with pytest.raises(TaintError, match=message):
-        Taint.from_dict(data, field="spec.taints[0]")
+        parse_taint(data, field="spec.taints[0]")
 
 
 def test_toleration_from_dict_defaults_operator_to_equal():
@@ -118,6 +127,9 @@ def test_toleration_from_dict_names_the_bad_field(data, message):
 def test_merge_taints_keeps_the_first_of_each_key_and_effect():
     merged = merge_taints(
         [TAINT],
-        [Taint("dedicated", "cpu", "NoSchedule"), Taint("dedicated", "", "NoExecute")],
+        [
+            Taint(key="dedicated", value="cpu", effect="NoSchedule"),
+            Taint(key="dedicated", value="", effect="NoExecute"),
+        ],
     )
-    assert merged == (TAINT, Taint("dedicated", "", "NoExecute"))
+    assert merged == (TAINT, Taint(key="dedicated", value="", effect="NoExecute"))

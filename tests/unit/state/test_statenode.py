@@ -1,4 +1,4 @@
-"""State nodes: Nodes and NodeClaims joined once, as every controller and `jointer plan` see them."""
+"""State nodes: Nodes and NodeClaims joined once, as controllers and `jointer plan` read them."""
 
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Node

@@ -40,6 +40,21 @@ def test_fraction_only_pods_get_gpu_capacity(tmp_path: Path) -> None:
     assert len(run.placed()) == 4
 
 
+def test_a_gpu_limit_without_request_is_packed_as_one_gpu(tmp_path: Path) -> None:
+    """A container with only ``limits: {nvidia.com/gpu: 1}`` needs one GPU (limit = request)."""
+    pods = []
+    for i in range(2):
+        manifest = pod(f"gpu-{i}", namespace="ml", tolerations=[tolerate("nvidia.com/gpu")])
+        manifest["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+        pods.append(manifest)
+    run = run_plan([GPU_POOL, *pods], tmp_path)
+    assert run.violations == []
+    assert len(run.placed()) == 2
+    for claim in run.plan["nodeClaims"]:
+        if len(claim["pods"]) > 1:
+            assert "g5.xlarge" not in claim["instanceTypes"]
+
+
 def test_instance_types_of_a_fraction_claim_hold_its_fractions(tmp_path: Path) -> None:
     """Bug: a NodeClaim listed GPU types too small for the fractions packed on it."""
     catalog = copy.deepcopy(SMALL_CATALOG)
