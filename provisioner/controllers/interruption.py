@@ -30,11 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
-from structlog.typing import FilteringBoundLogger
-
 from cloudprovider.errors import CloudProviderError
 from cloudprovider.interruption import DisruptionAction, DisruptionKind, DisruptionRequest
-from cloudprovider.protocol import CloudProvider
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.errors import ApiValidationError
@@ -49,15 +46,13 @@ from provisioner.controllers.disruption.rescheduling import (
     replacement_body,
     simulate,
 )
-from provisioner.controllers.events import Event, EventRecorder
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.events import Event
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.errors import KubeApiError, NotFoundError
-from provisioner.kube.protocol import EventType, KubeClient
+from provisioner.kube.protocol import EventType
 from provisioner.kube.resource import NODE_CLAIMS
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["InterruptionController", "InterruptionSource", "condition_reason"]
 
@@ -120,17 +115,11 @@ class _Tracked:
     replacements: tuple[str, ...]
 
 
-class InterruptionController:
+class InterruptionController(ControllerBase):
     """Replaces and deletes interrupted NodeClaims.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider (instance types for replacements).
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
-        events: the event recorder.
+        ports: the shared ports (the cloud provider gives instance types for replacements).
         queue: the disruption command queue (interrupted NodeClaims are held there).
         source: the interruption messages (None: only :meth:`handle` feeds it).
         planner: planner settings for the replacements.
@@ -143,26 +132,14 @@ class InterruptionController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder,
+        ports: Ports,
         queue: CommandQueue,
         source: InterruptionSource | None = None,
         planner: PlannerConfig | None = None,
         config: DisruptionConfig | None = None,
         region: str = "",
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
-        self._events = events
+        super().__init__(ports, NAME)
         self._queue = queue
         self._source = source
         self._planner = planner or PlannerConfig()

@@ -172,13 +172,7 @@ class Manager:
         )
         self.lifecycle = LifecycleController(ports=ports)
         self.disruption = DisruptionControllers(
-            state=self.state,
-            kube=kube,
-            cloud=cloud,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-            events=self.events,
+            ports=ports,
             planner=planner,
             config=disruption or DisruptionConfig.from_settings(settings),
             region=settings.aws_region,
