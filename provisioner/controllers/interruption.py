@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final, Protocol
 
 from cloudprovider.errors import CloudProviderError
@@ -47,14 +47,16 @@ from provisioner.controllers.disruption.rescheduling import (
     simulate,
 )
 from provisioner.controllers.events import Event
+from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.errors import KubeApiError, NotFoundError
 from provisioner.kube.protocol import EventType
 from provisioner.kube.resource import NODE_CLAIMS
+from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
 
-__all__ = ["InterruptionController", "InterruptionSource", "condition_reason"]
+__all__ = ["InterruptionController", "InterruptionSource", "MessageMetrics", "condition_reason"]
 
 NAME: Final = "interruption"
 _EVENTS: Final[dict[DisruptionKind, tuple[EventType, str, str]]] = {
@@ -325,3 +327,33 @@ class InterruptionController(ControllerBase):
         with self._lock:
             self._tracked.pop(name, None)
         self._queue.release(name)
+
+
+class MessageMetrics:
+    """Karpenter's interruption queue metrics, as a consumer's ``MessageObserver``.
+
+    Args:
+        metrics: the metrics.
+        clock: the injected clock (a message's time on the queue ends now).
+    """
+
+    def __init__(self, metrics: Metrics, clock: Clock) -> None:
+        self._metrics = metrics
+        self._clock = clock
+
+    def received(self, message_type: str) -> None:
+        """``karpenter_interruption_received_messages_total{message_type}``."""
+        self._metrics.interruption_received.labels(message_type=message_type).inc()
+
+    def handled(self, event_time: datetime | None) -> None:
+        """``karpenter_interruption_message_queue_duration_seconds`` since the event's time."""
+        if event_time is None:
+            return
+        if event_time.tzinfo is None:
+            event_time = event_time.replace(tzinfo=UTC)
+        waited = (self._clock.now() - event_time).total_seconds()
+        self._metrics.interruption_queue_duration.observe(max(0.0, waited))
+
+    def deleted(self) -> None:
+        """``karpenter_interruption_deleted_messages_total``."""
+        self._metrics.interruption_deleted.inc()
