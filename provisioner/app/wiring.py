@@ -9,13 +9,18 @@
   process/Python collectors;
 * the Kubernetes port (:class:`~provisioner.kube.real.RealKube` from ``--kubeconfig`` or the
   in-cluster service account);
-* the AWS cloud provider on boto3 clients whose botocore retries are off
-  (``total_max_attempts=1``), so only the provider's own tenacity loop retries; the cluster's
-  endpoint, CA, service CIDR and Kubernetes version come from ``eks:DescribeCluster``;
-* the :class:`~provisioner.controllers.manager.Manager`, plus two reconcilers of the AWS
-  provider's background work: ``interruption`` (polls ``INTERRUPTION_QUEUE``; a
-  ``CordonAndDrain`` message deletes the NodeClaim, counted in
-  ``karpenter_nodeclaims_disrupted_total{reason=<kind>}``) and ``providers.pricing``;
+* the AWS cloud provider and its interruption queue consumer on boto3 clients whose botocore
+  retries are off (``total_max_attempts=1``), so only the provider's own tenacity loop retries,
+  built by the one AWS assembly ``jointer simulate`` uses too
+  (:func:`~cloudprovider.aws.assembly.assemble_aws`); the cluster's endpoint, CA, service CIDR
+  and Kubernetes version come from ``eks:DescribeCluster``;
+* the controller set, built by the one assembly ``jointer simulate`` uses too
+  (:func:`~provisioner.controllers.assembly.assemble`): the
+  :class:`~provisioner.controllers.manager.Manager`, its replacement-first ``interruption``
+  reconciler when ``INTERRUPTION_QUEUE`` is set (a spot interruption taints the node, launches
+  the replacement at once and deletes the NodeClaim once it is ready, at the latest 45 s before
+  EC2 reclaims the instance; see :mod:`provisioner.controllers.interruption`) and
+  ``providers.pricing``;
 * the real :class:`~provisioner.app.driver.Driver`, the Lease
   :class:`~provisioner.kube.leader.LeaderElector` (``LEADER_ELECT``) and the HTTP endpoints.
 
@@ -23,7 +28,8 @@
 shuts down gracefully: stop taking work, wait for in-flight reconciles up to a bound, release the
 Lease, stop serving. Losing the Lease stops the process with :data:`EXIT_LOST_LEADERSHIP`, as
 controller-runtime does. :class:`Seams` lets tests substitute the Kubernetes port, the cloud
-provider, the clock and the timings; nothing else is configurable from outside.
+provider, the interruption source, the clock and the timings; nothing else is configurable from
+outside.
 """
 
 from __future__ import annotations

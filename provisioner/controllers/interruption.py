@@ -19,7 +19,9 @@ Every message first gets the AWS provider's event on the Node and NodeClaim (``S
 "Spot interruption warning was triggered", ``SpotRebalanceRecommendation``, ``InstanceStopping``,
 ``InstanceTerminating``, ``InstanceUnhealthy``...); rebalance recommendations (``NoAction``) get
 nothing else. A source that long-polls (SQS: 20 s) delays deadline checks by at most one poll,
-well inside the margin.
+well inside the margin. :class:`MessageMetrics` counts the source's messages (Karpenter's
+``karpenter_interruption_*`` metrics). ``jointer run`` and ``jointer simulate`` both build this
+controller through :mod:`provisioner.controllers.assembly`: there is one interruption path.
 """
 
 from __future__ import annotations
