@@ -2,7 +2,8 @@
 
 A provider's interruption consumer (AWS: SQS fed by EventBridge) turns cloud events into
 :class:`DisruptionRequest` values; the core's interruption controller acts on them (cordon and
-drain = delete the NodeClaim, counted in ``karpenter_nodeclaims_disrupted_total{reason=<kind>}``).
+drain: taint, replace first, delete the NodeClaim by the deadline). The consumer reports what it
+does with its messages to a :class:`MessageObserver` (the core's Karpenter interruption metrics).
 """
 
 from __future__ import annotations
@@ -10,15 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Final, Protocol
 
 __all__ = [
+    "NO_OP",
     "DisruptionAction",
     "DisruptionKind",
     "DisruptionRequest",
     "IndexedNodeClaim",
+    "MessageObserver",
+    "NoObserver",
     "NodeClaimIndex",
 ]
+
+NO_OP: Final = "no_op"
+"""Karpenter's message kind of an event that asks for nothing (the ``message_type`` label)."""
 
 
 class DisruptionKind(StrEnum):
@@ -83,3 +90,34 @@ class NodeClaimIndex(Protocol):
     def nodeclaim_for_instance(self, instance_id: str) -> IndexedNodeClaim | None:
         """The NodeClaim whose instance is ``instance_id``, or None."""
         ...
+
+
+class MessageObserver(Protocol):
+    """What a consumer does with its queue's messages (Karpenter's interruption metrics)."""
+
+    def received(self, message_type: str) -> None:
+        """A message was parsed: its kind, or :data:`NO_OP`."""
+        ...
+
+    def handled(self, event_time: datetime | None) -> None:
+        """A message was handled; ``event_time`` is when the cloud says it happened."""
+        ...
+
+    def deleted(self) -> None:
+        """A message was deleted from the queue (handled or malformed)."""
+        ...
+
+
+class NoObserver:
+    """A :class:`MessageObserver` that counts nothing."""
+
+    def received(self, message_type: str) -> None:
+        """Nothing."""
+        del message_type
+
+    def handled(self, event_time: datetime | None) -> None:
+        """Nothing."""
+        del event_time
+
+    def deleted(self) -> None:
+        """Nothing."""

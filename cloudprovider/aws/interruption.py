@@ -6,7 +6,9 @@ scheduled changes and instance state changes into the cluster's SQS queue (karpe
 (``source``, ``detail-type``), maps instance ids to NodeClaims through the injected
 :class:`~cloudprovider.interruption.NodeClaimIndex`, marks the spot offering unavailable on a spot
 interruption, and returns :class:`~cloudprovider.interruption.DisruptionRequest` values for the
-core. Every message is deleted once handled; malformed ones are logged, deleted and counted.
+core. Every message is deleted once handled; malformed ones are logged, deleted and counted. The
+injected :class:`~cloudprovider.interruption.MessageObserver` sees each message received (by
+kind), handled and deleted, as Karpenter's interruption metrics count them.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from cloudprovider.aws.retry import Caller
 from cloudprovider.aws.sdk import SqsApi
 from cloudprovider.aws.unavailable import UnavailableOfferings
 from cloudprovider.interruption import (
+    NO_OP,
     DisruptionAction,
     DisruptionKind,
     DisruptionRequest,
+    MessageObserver,
     NodeClaimIndex,
+    NoObserver,
 )
 from provisioner.apis.labels import CAPACITY_TYPE_SPOT
 
@@ -145,6 +150,8 @@ class InterruptionConsumer:
         index: finds NodeClaims by instance id.
         unavailable: the ICE cache (spot interruptions mark their offering).
         wait_seconds: long-poll time (0 in tests).
+        logger: where handled and malformed messages are logged.
+        observer: sees every message received, handled and deleted (the metrics).
         malformed: how many malformed messages were dropped (for the metric).
         handled: how many messages were handled.
     """
@@ -158,6 +165,7 @@ class InterruptionConsumer:
     logger: logging.Logger = field(
         default_factory=lambda: logging.getLogger("jointer.interruption")
     )
+    observer: MessageObserver = field(default_factory=NoObserver)
     malformed: int = 0
     handled: int = 0
     _queue_url: str | None = None
@@ -193,14 +201,17 @@ class InterruptionConsumer:
                 self.malformed += 1
                 self.logger.warning("failed parsing interruption message %s: %s", message_id, error)
             else:
+                self.observer.received(str(parsed.kind or NO_OP))
                 requests.extend(self._handle(parsed, message_id))
                 self.handled += 1
+                self.observer.handled(parsed.event_time)
             self.caller.call(
                 "deleting interruption message",
                 self.sqs.delete_message,
                 QueueUrl=url,
                 ReceiptHandle=message.get("ReceiptHandle", ""),
             )
+            self.observer.deleted()
         return requests
 
     def _handle(self, parsed: ParsedMessage, message_id: str) -> list[DisruptionRequest]:

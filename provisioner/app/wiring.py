@@ -9,13 +9,18 @@
   process/Python collectors;
 * the Kubernetes port (:class:`~provisioner.kube.real.RealKube` from ``--kubeconfig`` or the
   in-cluster service account);
-* the AWS cloud provider on boto3 clients whose botocore retries are off
-  (``total_max_attempts=1``), so only the provider's own tenacity loop retries; the cluster's
-  endpoint, CA, service CIDR and Kubernetes version come from ``eks:DescribeCluster``;
-* the :class:`~provisioner.controllers.manager.Manager`, plus two reconcilers of the AWS
-  provider's background work: ``interruption`` (polls ``INTERRUPTION_QUEUE``; a
-  ``CordonAndDrain`` message deletes the NodeClaim, counted in
-  ``karpenter_nodeclaims_disrupted_total{reason=<kind>}``) and ``providers.pricing``;
+* the AWS cloud provider and its interruption queue consumer on boto3 clients whose botocore
+  retries are off (``total_max_attempts=1``), so only the provider's own tenacity loop retries,
+  built by the one AWS assembly ``jointer simulate`` uses too
+  (:func:`~cloudprovider.aws.assembly.assemble_aws`); the cluster's endpoint, CA, service CIDR
+  and Kubernetes version come from ``eks:DescribeCluster``;
+* the controller set, built by the one assembly ``jointer simulate`` uses too
+  (:func:`~provisioner.controllers.assembly.assemble`): the
+  :class:`~provisioner.controllers.manager.Manager`, its replacement-first ``interruption``
+  reconciler when ``INTERRUPTION_QUEUE`` is set (a spot interruption taints the node, launches
+  the replacement at once and deletes the NodeClaim once it is ready, at the latest 45 s before
+  EC2 reclaims the instance; see :mod:`provisioner.controllers.interruption`) and
+  ``providers.pricing``;
 * the real :class:`~provisioner.app.driver.Driver`, the Lease
   :class:`~provisioner.kube.leader.LeaderElector` (``LEADER_ELECT``) and the HTTP endpoints.
 
@@ -23,7 +28,8 @@
 shuts down gracefully: stop taking work, wait for in-flight reconciles up to a bound, release the
 Lease, stop serving. Losing the Lease stops the process with :data:`EXIT_LOST_LEADERSHIP`, as
 controller-runtime does. :class:`Seams` lets tests substitute the Kubernetes port, the cloud
-provider, the clock and the timings; nothing else is configurable from outside.
+provider, the interruption source, the clock and the timings; nothing else is configurable from
+outside.
 """
 
 from __future__ import annotations
@@ -38,29 +44,26 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from functools import partial
 from importlib import metadata
 from typing import Any, Final, Protocol, TextIO, cast
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from structlog.typing import FilteringBoundLogger
 
-from cloudprovider.aws.nodeclass import EC2NodeClass, parse_nodeclass
-from cloudprovider.interruption import (
-    DisruptionAction,
-    DisruptionKind,
-    DisruptionRequest,
-    IndexedNodeClaim,
-)
 from cloudprovider.protocol import CloudProvider
-from provisioner.apis import labels as wk
-from provisioner.apis.errors import ApiValidationError
-from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.app.driver import DEFAULT_WORKERS, Driver, format_duration
 from provisioner.app.logging_setup import LogFormat, build_logger
 from provisioner.app.server import DEFAULT_BIND_ADDRESS, Endpoints
 from provisioner.app.settings import Settings, SettingsError
-from provisioner.controllers.events import Event, object_ref
-from provisioner.controllers.manager import Manager, WorkItem
+from provisioner.controllers.assembly import (
+    ControllerSet,
+    InterruptionSourceFactory,
+    PricingRefresher,
+    assemble,
+)
+from provisioner.controllers.interruption import InterruptionSource
+from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.kube.errors import ForbiddenError, NotFoundError
 from provisioner.kube.informer import DEFAULT_WATCH_TIMEOUT
@@ -71,26 +74,21 @@ from provisioner.kube.leader import (
     LeaderElectionConfig,
     LeaderElector,
 )
-from provisioner.kube.protocol import KubeClient, WatchEvent
+from provisioner.kube.protocol import KubeClient, get_or_none
 from provisioner.kube.resource import (
     EC2_NODE_CLASSES,
     JOBS,
-    NODE_CLAIMS,
     POD_GROUP_RESOURCES,
     Resource,
 )
 from provisioner.runtime.clock import Clock, SystemClock
-from provisioner.runtime.reconciler import Reconciler, Request, Result
-from provisioner.state.cluster import TRACKED_RESOURCES, ClusterState
+from provisioner.state.cluster import TRACKED_RESOURCES
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "EXIT_LOST_LEADERSHIP",
     "LEASE_NAME",
     "ControllerProcess",
-    "ControllerSet",
-    "DisruptionSource",
-    "InterruptionController",
     "LeaseTimings",
     "Seams",
     "WiringError",
@@ -106,39 +104,7 @@ DEFAULT_SHUTDOWN_TIMEOUT: Final = timedelta(seconds=25)
 """In-flight reconciles get this long after SIGTERM (the chart's grace period is 30 s)."""
 RELEASE_TIMEOUT: Final = timedelta(seconds=3)
 """Time left to release the Lease even when the in-flight reconciles used the whole bound."""
-PRICING_INTERVAL: Final = timedelta(hours=1)
-"""How often the pricing refresh looks whether its 12 h TTLs ran out."""
-INTERRUPTION_POLL_INTERVAL: Final = timedelta(seconds=1)
-"""The pause between polls of an interruption source that does not long-poll."""
 _COMPONENT: Final = "karpenter"
-_INTERRUPTION_EVENTS: Final[Mapping[DisruptionKind, tuple[str, str, str]]] = {
-    DisruptionKind.SPOT_INTERRUPTED: (
-        "Warning",
-        "SpotInterrupted",
-        "Spot interruption warning was triggered",
-    ),
-    DisruptionKind.REBALANCE_RECOMMENDATION: (
-        "Normal",
-        "SpotRebalanceRecommendation",
-        "Spot rebalance recommendation was triggered",
-    ),
-    DisruptionKind.SCHEDULED_CHANGE: (
-        "Warning",
-        "InstanceUnhealthy",
-        "An unhealthy warning was triggered",
-    ),
-    DisruptionKind.INSTANCE_STOPPED: ("Warning", "InstanceStopping", "Instance is stopping"),
-    DisruptionKind.INSTANCE_TERMINATED: (
-        "Warning",
-        "InstanceTerminating",
-        "Instance is terminating",
-    ),
-    DisruptionKind.CAPACITY_RESERVATION_INTERRUPTED: (
-        "Warning",
-        "CapacityReservationInterrupted",
-        "Capacity reservation interruption warning was triggered",
-    ),
-}
 
 
 class WiringError(RuntimeError):
@@ -180,7 +146,7 @@ class Seams:
 
     kube: KubeClient | None = None
     cloud: CloudProvider | None = None
-    disruptions: DisruptionSource | None = None
+    disruptions: InterruptionSource | None = None
     clock: Clock | None = None
     log_stream: TextIO | None = None
     host: str = DEFAULT_BIND_ADDRESS
@@ -219,165 +185,7 @@ def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
     return bridged
 
 
-# -- controllers beyond the manager ------------------------------------------------------------
-
-
-class DisruptionSource(Protocol):
-    """Where interruption messages come from (``cloudprovider.aws.interruption``)."""
-
-    def poll(self) -> list[DisruptionRequest]:
-        """Receive and acknowledge one batch of messages."""
-        ...
-
-
-class StateNodeClaimIndex:
-    """A ``NodeClaimIndex`` over the controllers' cache (NodeClaims by instance id)."""
-
-    def __init__(self, state: ClusterState) -> None:
-        self._state = state
-
-    def nodeclaim_for_instance(self, instance_id: str) -> IndexedNodeClaim | None:
-        """The NodeClaim whose ``status.providerID`` ends with ``instance_id``."""
-        for claim in self._state.node_claims():
-            if (claim.provider_id or "").rpartition("/")[2] == instance_id:
-                labels = claim.metadata.labels
-                return IndexedNodeClaim(
-                    name=claim.name,
-                    instance_type=labels.get(wk.LABEL_INSTANCE_TYPE, ""),
-                    zone=labels.get(wk.LABEL_ZONE, ""),
-                    capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE, ""),
-                )
-        return None
-
-
-class InterruptionController:
-    """``interruption``: acts on the cloud's interruption messages.
-
-    Every message gets Karpenter's event on its NodeClaim; ``CordonAndDrain`` deletes the
-    NodeClaim (its termination finalizer drains the node), counted in
-    ``karpenter_nodeclaims_disrupted_total{reason=<kind>}``. The source long-polls, so the
-    controller asks to run again after ``interval`` (zero for SQS's 20 s long poll).
-
-    Args:
-        source: the interruption messages.
-        manager: the controllers (cache, events, metrics, Kubernetes port).
-        logger: the controller's logger.
-        interval: the requeue after each poll.
-    """
-
-    def __init__(
-        self,
-        *,
-        source: DisruptionSource,
-        manager: Manager,
-        logger: FilteringBoundLogger,
-        interval: timedelta = timedelta(0),
-    ) -> None:
-        self._source = source
-        self._manager = manager
-        self._log = logger.bind(controller=self.name)
-        self._interval = interval
-
-    @property
-    def name(self) -> str:
-        """``interruption``."""
-        return "interruption"
-
-    def reconcile(self, request: Request) -> Result:
-        """Poll once and act on every message."""
-        del request
-        for message in self._source.poll():
-            self._handle(message)
-        return Result.after(self._interval)
-
-    def _handle(self, message: DisruptionRequest) -> None:
-        claim = self._manager.state.node_claim(message.nodeclaim)
-        if claim is None:
-            return
-        kind, reason, text = _INTERRUPTION_EVENTS.get(
-            message.kind, ("Warning", "Interrupted", str(message.kind))
-        )
-        self._manager.events.publish(
-            Event(
-                object_ref(
-                    "NodeClaim",
-                    claim.name,
-                    api_version=NODE_CLAIMS.api_version,
-                    uid=claim.metadata.uid,
-                ),
-                "Warning" if kind == "Warning" else "Normal",
-                reason,
-                text,
-            )
-        )
-        if message.action != DisruptionAction.CORDON_AND_DRAIN:
-            return
-        if claim.metadata.deletion_timestamp is not None:
-            return
-        try:
-            self._manager.kube.delete(NODE_CLAIMS, claim.name, uid=claim.metadata.uid or None)
-        except NotFoundError:
-            return
-        self._log.info(
-            "initiating delete from interruption message",
-            NodeClaim={"name": claim.name},
-            messageKind=str(message.kind),
-            action=str(message.action),
-        )
-        self._count(claim, message.kind)
-
-    def _count(self, claim: NodeClaim, kind: DisruptionKind) -> None:
-        self._manager.metrics.nodeclaims_disrupted.labels(
-            reason=str(kind),
-            nodepool=claim.nodepool_name or "",
-            capacity_type=claim.metadata.labels.get(wk.LABEL_CAPACITY_TYPE, ""),
-            consolidation_policy="",
-            termination_mode="graceful",
-        ).inc()
-
-
-class _PricingRefresher(Protocol):
-    def refresh_if_stale(self, now: Any = None) -> None: ...
-
-
-class PricingController:
-    """``providers.pricing``: refreshes on-demand and spot prices when their TTLs run out."""
-
-    def __init__(self, *, pricing: _PricingRefresher, clock: Clock) -> None:
-        self._pricing = pricing
-        self._clock = clock
-
-    @property
-    def name(self) -> str:
-        """``providers.pricing``."""
-        return "providers.pricing"
-
-    def reconcile(self, request: Request) -> Result:
-        """Refresh what is stale."""
-        del request
-        self._pricing.refresh_if_stale(self._clock.now())
-        return Result.after(PRICING_INTERVAL)
-
-
-class ControllerSet:
-    """The manager plus singleton reconcilers of the cloud provider's background work."""
-
-    def __init__(self, manager: Manager, extra: Sequence[Reconciler] = ()) -> None:
-        self.manager = manager
-        self._extra = tuple(extra)
-
-    @property
-    def reconcilers(self) -> tuple[Reconciler, ...]:
-        """Every reconciler."""
-        return (*self.manager.reconcilers, *self._extra)
-
-    def start(self) -> list[WorkItem]:
-        """The manager's start, then one request for each extra reconciler."""
-        return [*self.manager.start(), *((r, Request()) for r in self._extra)]
-
-    def handle(self, resource: Resource, event: WatchEvent) -> list[WorkItem]:
-        """The manager's work for an event."""
-        return self.manager.handle(resource, event)
+# -- what the informers follow ----------------------------------------------------------------
 
 
 def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[Resource]:
@@ -413,39 +221,28 @@ class _EksApi(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class _Aws:
-    cloud: CloudProvider
-    pricing: _PricingRefresher
-    consumer: Callable[[ClusterState, logging.Logger], DisruptionSource] | None
+class _Cloud:
+    """The cloud provider and its background parts (none for an injected provider)."""
+
+    provider: CloudProvider
+    interruption: InterruptionSourceFactory | None
+    pricing: PricingRefresher | None
     region: str
 
 
-class _KubeNodeClasses:
-    """A ``NodeClassGetter`` reading EC2NodeClasses through the Kubernetes port."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-
-    def get_nodeclass(self, name: str) -> EC2NodeClass | None:
-        """The EC2NodeClass called ``name`` (None when absent or malformed)."""
-        try:
-            return parse_nodeclass(self._kube.get(EC2_NODE_CLASSES, name))
-        except (NotFoundError, ApiValidationError):
-            return None
-
-
-def _build_aws(settings: Settings, kube: KubeClient, clock: Clock) -> _Aws:
+def _build_aws(
+    settings: Settings, kube: KubeClient, clock: Clock, logger: FilteringBoundLogger
+) -> _Cloud:
     """The AWS provider, pricing and interruption consumer on real boto3 clients."""
     # Imported here so a test run with an injected provider never loads boto3.
     import boto3  # noqa: PLC0415
     from botocore.config import Config  # noqa: PLC0415
     from botocore.exceptions import BotoCoreError  # noqa: PLC0415
 
+    from cloudprovider.aws.assembly import assemble_aws  # noqa: PLC0415
     from cloudprovider.aws.capacity import CapacitySettings  # noqa: PLC0415
     from cloudprovider.aws.catalog import Ec2InstanceTypeProvider  # noqa: PLC0415
-    from cloudprovider.aws.cloudprovider import build_aws_cloud_provider  # noqa: PLC0415
     from cloudprovider.aws.errors import AwsError  # noqa: PLC0415
-    from cloudprovider.aws.interruption import InterruptionConsumer  # noqa: PLC0415
     from cloudprovider.aws.launchtemplate import ClusterInfo  # noqa: PLC0415
     from cloudprovider.aws.pricing import (  # noqa: PLC0415
         PricingProvider,
@@ -511,32 +308,22 @@ def _build_aws(settings: Settings, kube: KubeClient, clock: Clock) -> _Aws:
         ),
         timer=clock.monotonic,
     )
-    provider = build_aws_cloud_provider(
-        ec2=ec2,
-        ssm=ssm,
-        iam=iam,
+    assembly = assemble_aws(
         cluster=info,
         region=region,
         kubernetes_version=str(cluster.get("version") or ""),
-        nodeclasses=_KubeNodeClasses(kube),
+        ec2=ec2,
+        ssm=ssm,
+        iam=iam,
+        sqs=sqs,
+        read_nodeclass=partial(get_or_none, kube, EC2_NODE_CLASSES),
         instance_types=instance_types,
         caller=caller,
         timer=clock.monotonic,
+        queue_name=settings.interruption_queue,
+        logger=stdlib_logger("jointer.interruption", logger),
     )
-    consumer: Callable[[ClusterState, logging.Logger], DisruptionSource] | None = None
-    if settings.interruption_queue:
-
-        def consumer(state: ClusterState, log: logging.Logger) -> DisruptionSource:
-            return InterruptionConsumer(
-                sqs=sqs,
-                caller=caller,
-                queue_name=settings.interruption_queue,
-                index=StateNodeClaimIndex(state),
-                unavailable=provider.unavailable,
-                logger=log,
-            )
-
-    return _Aws(cloud=provider, pricing=pricing, consumer=consumer, region=region)
+    return _Cloud(assembly.cloud, assembly.interruption, pricing, region)
 
 
 def _cluster_dns(service_cidr: str | None) -> str | None:
@@ -744,34 +531,24 @@ def build_controller(
     ).set(1)
     closers: list[Callable[[], None]] = []
     kube = seams.kube if seams.kube is not None else _real_kube(kubeconfig, closers)
-    extra: list[Reconciler] = []
-    consumer_factory: Callable[[ClusterState, logging.Logger], DisruptionSource] | None = None
-    if seams.cloud is not None:
-        cloud = seams.cloud
+    if seams.cloud is None:
+        cloud = _build_aws(settings, kube, clock, logger)
+        settings = replace(settings, aws_region=cloud.region)
     else:
-        aws = _build_aws(settings, kube, clock)
-        cloud, consumer_factory = aws.cloud, aws.consumer
-        settings = replace(settings, aws_region=aws.region)
-        extra.append(PricingController(pricing=aws.pricing, clock=clock))
-    manager = Manager(
-        kube=kube, cloud=cloud, clock=clock, settings=settings, logger=logger, metrics=metrics
+        cloud = _Cloud(seams.cloud, None, None, settings.aws_region)
+    controllers = assemble(
+        kube=kube,
+        cloud=cloud.provider,
+        clock=clock,
+        settings=settings,
+        logger=logger,
+        metrics=metrics,
+        interruption=(
+            _given(seams.disruptions) if seams.disruptions is not None else cloud.interruption
+        ),
+        pricing=cloud.pricing,
     )
-    source = seams.disruptions
-    if source is None and consumer_factory is not None:
-        source = consumer_factory(manager.state, stdlib_logger("jointer.interruption", logger))
-    if source is not None:
-        # SQS long-polls for 20 s, so the poller asks again at once; other sources are paced.
-        long_polls = int(getattr(source, "wait_seconds", 0) or 0) > 0
-        extra.insert(
-            0,
-            InterruptionController(
-                source=source,
-                manager=manager,
-                logger=logger,
-                interval=timedelta(0) if long_polls else INTERRUPTION_POLL_INTERVAL,
-            ),
-        )
-    controllers = ControllerSet(manager, extra)
+    manager = controllers.manager
     driver = Driver(
         controllers,
         kube,
@@ -800,7 +577,7 @@ def build_controller(
             registry=registry,
             manager=manager,
             controllers=controllers,
-            cloud=cloud,
+            cloud=cloud.provider,
             driver=driver,
             kube=kube,
             election=election,
@@ -816,6 +593,11 @@ def build_controller(
         raise WiringError(
             f"METRICS_PORT/HEALTH_PROBE_PORT: cannot listen on {seams.host}: {error}"
         ) from error
+
+
+def _given(source: InterruptionSource) -> InterruptionSourceFactory:
+    """A factory of a source built elsewhere (a test's); it indexes NodeClaims itself."""
+    return lambda _index, _observer: source
 
 
 def _real_kube(kubeconfig: str | None, closers: list[Callable[[], None]]) -> KubeClient:

@@ -19,7 +19,9 @@ Every message first gets the AWS provider's event on the Node and NodeClaim (``S
 "Spot interruption warning was triggered", ``SpotRebalanceRecommendation``, ``InstanceStopping``,
 ``InstanceTerminating``, ``InstanceUnhealthy``...); rebalance recommendations (``NoAction``) get
 nothing else. A source that long-polls (SQS: 20 s) delays deadline checks by at most one poll,
-well inside the margin.
+well inside the margin. :class:`MessageMetrics` counts the source's messages (Karpenter's
+``karpenter_interruption_*`` metrics). ``jointer run`` and ``jointer simulate`` both build this
+controller through :mod:`provisioner.controllers.assembly`: there is one interruption path.
 """
 
 from __future__ import annotations
@@ -27,14 +29,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final, Protocol
-
-from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.errors import CloudProviderError
 from cloudprovider.interruption import DisruptionAction, DisruptionKind, DisruptionRequest
-from cloudprovider.protocol import CloudProvider
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.errors import ApiValidationError
@@ -49,17 +48,17 @@ from provisioner.controllers.disruption.rescheduling import (
     replacement_body,
     simulate,
 )
-from provisioner.controllers.events import Event, EventRecorder
+from provisioner.controllers.events import Event
 from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.errors import KubeApiError, NotFoundError
-from provisioner.kube.protocol import EventType, KubeClient
+from provisioner.kube.protocol import EventType
 from provisioner.kube.resource import NODE_CLAIMS
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
-__all__ = ["InterruptionController", "InterruptionSource", "condition_reason"]
+__all__ = ["InterruptionController", "InterruptionSource", "MessageMetrics", "condition_reason"]
 
 NAME: Final = "interruption"
 _EVENTS: Final[dict[DisruptionKind, tuple[EventType, str, str]]] = {
@@ -120,17 +119,11 @@ class _Tracked:
     replacements: tuple[str, ...]
 
 
-class InterruptionController:
+class InterruptionController(ControllerBase):
     """Replaces and deletes interrupted NodeClaims.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider (instance types for replacements).
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
-        events: the event recorder.
+        ports: the shared ports (the cloud provider gives instance types for replacements).
         queue: the disruption command queue (interrupted NodeClaims are held there).
         source: the interruption messages (None: only :meth:`handle` feeds it).
         planner: planner settings for the replacements.
@@ -143,26 +136,14 @@ class InterruptionController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder,
+        ports: Ports,
         queue: CommandQueue,
         source: InterruptionSource | None = None,
         planner: PlannerConfig | None = None,
         config: DisruptionConfig | None = None,
         region: str = "",
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
-        self._events = events
+        super().__init__(ports, NAME)
         self._queue = queue
         self._source = source
         self._planner = planner or PlannerConfig()
@@ -348,3 +329,33 @@ class InterruptionController:
         with self._lock:
             self._tracked.pop(name, None)
         self._queue.release(name)
+
+
+class MessageMetrics:
+    """Karpenter's interruption queue metrics, as a consumer's ``MessageObserver``.
+
+    Args:
+        metrics: the metrics.
+        clock: the injected clock (a message's time on the queue ends now).
+    """
+
+    def __init__(self, metrics: Metrics, clock: Clock) -> None:
+        self._metrics = metrics
+        self._clock = clock
+
+    def received(self, message_type: str) -> None:
+        """``karpenter_interruption_received_messages_total{message_type}``."""
+        self._metrics.interruption_received.labels(message_type=message_type).inc()
+
+    def handled(self, event_time: datetime | None) -> None:
+        """``karpenter_interruption_message_queue_duration_seconds`` since the event's time."""
+        if event_time is None:
+            return
+        if event_time.tzinfo is None:
+            event_time = event_time.replace(tzinfo=UTC)
+        waited = (self._clock.now() - event_time).total_seconds()
+        self._metrics.interruption_queue_duration.observe(max(0.0, waited))
+
+    def deleted(self) -> None:
+        """``karpenter_interruption_deleted_messages_total``."""
+        self._metrics.interruption_deleted.inc()

@@ -129,6 +129,7 @@ class Manager:
             non-preemptible PriorityClasses and feature gates, when it has them).
         interruption: the cloud's interruption messages (AWS: the SQS consumer); without it the
             ``interruption`` reconciler is not registered.
+        state: the state cache to fill (one the interruption source already indexes).
     """
 
     def __init__(
@@ -144,11 +145,12 @@ class Manager:
         gc_interval: timedelta = GC_INTERVAL,
         disruption: DisruptionConfig | None = None,
         interruption: InterruptionSource | None = None,
+        state: ClusterState | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
         self.metrics = metrics
-        self.state = ClusterState(clock=clock)
+        self.state = state if state is not None else ClusterState(clock=clock)
         self.events = EventRecorder(kube=kube, clock=clock)
         policy: Policy = "greedy" if settings.policy == "greedy" else "jointer"
         planner = planner or PlannerConfig(
@@ -172,13 +174,7 @@ class Manager:
         )
         self.lifecycle = LifecycleController(ports=ports)
         self.disruption = DisruptionControllers(
-            state=self.state,
-            kube=kube,
-            cloud=cloud,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-            events=self.events,
+            ports=ports,
             planner=planner,
             config=disruption or DisruptionConfig.from_settings(settings),
             region=settings.aws_region,

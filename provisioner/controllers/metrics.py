@@ -30,6 +30,12 @@ _SCHEDULING_BUCKETS = (
     600,
 )
 _DURATION_BUCKETS = tuple(float(2**i) for i in range(12))
+_QUEUE_BUCKETS = (
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5),
+    *(0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5),
+    *(5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60),
+)
+"""Karpenter's ``metrics.DurationBuckets()`` (controller-runtime's)."""
 
 
 class Metrics:
@@ -155,6 +161,25 @@ class Metrics:
         self.cluster_state_node_count = Gauge(
             "karpenter_cluster_state_node_count",
             "Current count of nodes in cluster state.",
+            registry=registry,
+        )
+        self.interruption_received = Counter(
+            "karpenter_interruption_received_messages_total",
+            "Count of messages received from the SQS queue. Broken down by message type and "
+            "whether the message was actionable.",
+            ["message_type"],
+            registry=registry,
+        )
+        self.interruption_deleted = Counter(
+            "karpenter_interruption_deleted_messages_total",
+            "Count of messages deleted from the SQS queue.",
+            registry=registry,
+        )
+        self.interruption_queue_duration = Histogram(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by "
+            "karpenter.",
+            buckets=_QUEUE_BUCKETS,
             registry=registry,
         )
         self.plan_cost = Gauge(

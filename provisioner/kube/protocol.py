@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
+from provisioner.kube.errors import NotFoundError
 from provisioner.kube.resource import Resource
 
 JsonObject = dict[str, Any]
@@ -222,3 +223,13 @@ class KubeClient(Protocol):
             The created Event.
         """
         ...
+
+
+def get_or_none(
+    kube: KubeClient, resource: Resource, name: str, *, namespace: str | None = None
+) -> JsonObject | None:
+    """Read one object, or ``None`` when there is no such object."""
+    try:
+        return kube.get(resource, name, namespace=namespace)
+    except NotFoundError:
+        return None

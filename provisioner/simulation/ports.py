@@ -1,11 +1,11 @@
 """The ports the controllers are built from in a simulation, and the AWS provider on moto.
 
-:class:`Ports` is everything the controller manager takes: the Kubernetes port, the virtual
-clock, the cloud provider and the interruption queue consumer, the planner's configuration,
-the batching windows, a logger and a metrics registry. :func:`build_aws` wires the production
-:class:`~cloudprovider.aws.cloudprovider.AwsCloudProvider` (and its interruption consumer) onto
-the simulated account's clients, with every TTL cache on the virtual timer and retries that
-never sleep. Each restart builds them anew, so no cache survives a crash.
+:class:`Ports` is everything the controller assembly takes: the Kubernetes port, the virtual
+clock, the cloud provider and the factory of its interruption queue consumer, the planner's
+configuration, the batching windows, a logger and a metrics registry. :func:`build_aws` calls
+the one AWS assembly ``jointer run`` uses (:func:`~cloudprovider.aws.assembly.assemble_aws`) on
+the simulated account's clients, with every TTL cache on the virtual timer, retries that never
+sleep and SQS polled without waiting. Each restart builds them anew, so no cache survives a crash.
 """
 
 from __future__ import annotations
@@ -14,26 +14,22 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
+from cloudprovider.aws.assembly import AwsAssembly, ConsumerFactory, assemble_aws
 from cloudprovider.aws.catalog import Catalog
-from cloudprovider.aws.cloudprovider import AwsCloudProvider, build_aws_cloud_provider
-from cloudprovider.aws.interruption import InterruptionConsumer
+from cloudprovider.aws.cloudprovider import AwsCloudProvider
 from cloudprovider.aws.launchtemplate import ClusterInfo
-from cloudprovider.aws.nodeclass import EC2NodeClass, parse_nodeclass
+from cloudprovider.aws.nodeclass import EC2NodeClass
 from cloudprovider.aws.retry import Caller, no_sleep
-from cloudprovider.interruption import IndexedNodeClaim
-from provisioner.apis import labels as wk
-from provisioner.apis.errors import ApiValidationError
 from provisioner.controllers.provisioning.planner import PlannerConfig
-from provisioner.kube.errors import NotFoundError
-from provisioner.kube.protocol import KubeClient
-from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS
+from provisioner.kube.protocol import KubeClient, get_or_none
+from provisioner.kube.resource import EC2_NODE_CLASSES
 from provisioner.runtime.clock import FakeClock
 from provisioner.simulation.cloud import KUBERNETES_VERSION, MotoCloud
-from provisioner.simulation.objects import labels_of, name_of
 
 __all__ = ["Ports", "build_aws", "cluster_info"]
 
@@ -49,7 +45,7 @@ class Ports:
         kube: the Kubernetes port (the in-memory API, evictions recorded).
         clock: the virtual clock.
         cloud: the AWS cloud provider on moto.
-        interruption: the interruption queue consumer (SQS on moto, no long polling).
+        interruption: builds the interruption queue consumer (SQS on moto, no long polling).
         planner: the planner's configuration (policy, deterministic solver budget).
         cluster_name: the cluster name.
         region: the AWS region.
@@ -63,7 +59,7 @@ class Ports:
     kube: KubeClient
     clock: FakeClock
     cloud: AwsCloudProvider
-    interruption: InterruptionConsumer
+    interruption: ConsumerFactory | None
     planner: PlannerConfig
     cluster_name: str
     region: str
@@ -112,72 +108,26 @@ class CatalogSource:
         return found
 
 
-class KubeNodeClasses:
-    """A ``NodeClassGetter`` reading EC2NodeClasses from the Kubernetes port."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-
-    def get_nodeclass(self, name: str) -> EC2NodeClass | None:
-        """The EC2NodeClass called ``name`` (None when absent or malformed)."""
-        try:
-            raw = self._kube.get(EC2_NODE_CLASSES, name)
-        except NotFoundError:
-            return None
-        try:
-            return parse_nodeclass(raw)
-        except ApiValidationError:
-            return None
-
-
-class KubeNodeClaimIndex:
-    """A ``NodeClaimIndex`` over the Kubernetes port (NodeClaims by instance id)."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-
-    def nodeclaim_for_instance(self, instance_id: str) -> IndexedNodeClaim | None:
-        """The NodeClaim whose ``status.providerID`` names ``instance_id``."""
-        for claim in self._kube.list(NODE_CLAIMS).items:
-            provider = str((claim.get("status") or {}).get("providerID") or "")
-            if provider.rpartition("/")[2] == instance_id:
-                labels = labels_of(claim)
-                return IndexedNodeClaim(
-                    name=name_of(claim),
-                    instance_type=labels.get(wk.LABEL_INSTANCE_TYPE, ""),
-                    zone=labels.get(wk.LABEL_ZONE, ""),
-                    capacity_type=labels.get(wk.LABEL_CAPACITY_TYPE, ""),
-                )
-        return None
-
-
 def build_aws(
     *,
     account: MotoCloud,
     kube: KubeClient,
     source: CatalogSource,
     timer: Callable[[], float],
-) -> tuple[AwsCloudProvider, InterruptionConsumer]:
-    """The AWS cloud provider and interruption consumer on the simulated account."""
-    caller = Caller(sleep=no_sleep)
-    provider = build_aws_cloud_provider(
+) -> AwsAssembly:
+    """The AWS cloud provider and interruption consumer factory on the simulated account."""
+    return assemble_aws(
         ec2=account.client("ec2"),
         ssm=account.client("ssm"),
         iam=account.client("iam"),
+        sqs=account.client("sqs"),
         cluster=cluster_info(account.cluster, account.region),
         region=account.region,
         kubernetes_version=KUBERNETES_VERSION,
-        nodeclasses=KubeNodeClasses(kube),
+        read_nodeclass=partial(get_or_none, kube, EC2_NODE_CLASSES),
         instance_types=source,
-        caller=caller,
+        caller=Caller(sleep=no_sleep),
         timer=timer,
-    )
-    consumer = InterruptionConsumer(
-        sqs=account.client("sqs"),
-        caller=caller,
         queue_name=account.cluster,
-        index=KubeNodeClaimIndex(kube),
-        unavailable=provider.unavailable,
         wait_seconds=0,
     )
-    return provider, consumer

@@ -344,14 +344,14 @@ class Simulation:
     def _ports(self) -> Ports:
         world = self.world
         kube = RecordingKube(world.kube, world.recorder)
-        provider, consumer = build_aws(
+        aws = build_aws(
             account=world.account, kube=kube, source=world.source, timer=world.timeline.timer
         )
         return Ports(
             kube=kube,
             clock=world.timeline.clock,
-            cloud=provider,
-            interruption=consumer,
+            cloud=aws.cloud,
+            interruption=aws.interruption,
             planner=PlannerConfig(
                 policy=self.options.policy,
                 time_limit_seconds=self.options.solver_time_limit,

@@ -1,10 +1,11 @@
-"""The production controller manager, built from a simulation's ports.
+"""The production controller set, built from a simulation's ports.
 
 :func:`manager_factory` is the default :data:`~provisioner.simulation.runner.ControllersFactory`
-of ``jointer simulate``: the same :class:`~provisioner.controllers.manager.Manager` the
-in-cluster controller runs, on the in-memory API, the AWS cloud provider on moto and the virtual
-clock, with the planner made deterministic (one CP-SAT worker, a deterministic-time budget and
-the run's seed), and the interruption queue consumer on moto's SQS.
+of ``jointer simulate``: the one :func:`~provisioner.controllers.assembly.assemble` that
+``jointer run`` calls too (the same manager, the same replacement-first ``interruption``
+reconciler), on the in-memory API, the AWS cloud provider on moto and the virtual clock, with the
+planner made deterministic (one CP-SAT worker, a deterministic-time budget and the run's seed),
+and the interruption queue consumer on moto's SQS.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from provisioner.controllers.manager import Manager
+from provisioner.controllers.assembly import ControllerSet, assemble
 from provisioner.controllers.metrics import Metrics
 from provisioner.simulation.ports import Ports
 
@@ -42,7 +43,7 @@ class SimulationSettings:
         return self.budget
 
 
-def manager_factory(ports: Ports) -> Manager:
+def manager_factory(ports: Ports) -> ControllerSet:
     """The production controllers on the simulation's ports."""
     settings = SimulationSettings(
         policy=ports.planner.policy,
@@ -51,7 +52,7 @@ def manager_factory(ports: Ports) -> Manager:
         max=ports.batch_max,
         budget=timedelta(seconds=ports.planner.time_limit_seconds),
     )
-    return Manager(
+    return assemble(
         kube=ports.kube,
         cloud=ports.cloud,
         clock=ports.clock,

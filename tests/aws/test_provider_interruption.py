@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -214,6 +215,50 @@ def test_a_malformed_message_is_deleted_and_counted(
     assert [r.kind for r in requests] == [DisruptionKind.REBALANCE_RECOMMENDATION]
     assert consumer.malformed == 2
     assert _queue_depth(aws, queue) == 0
+
+
+@dataclass
+class Observed:
+    """A ``MessageObserver`` that records what it is told."""
+
+    seen: list[tuple[str, object]] = field(default_factory=list)
+
+    def received(self, message_type: str) -> None:
+        self.seen.append(("received", message_type))
+
+    def handled(self, event_time: datetime | None) -> None:
+        self.seen.append(("handled", event_time))
+
+    def deleted(self) -> None:
+        self.seen.append(("deleted", None))
+
+
+def test_the_observer_sees_every_message_as_karpenter_counts_it(
+    aws: AwsEnv, queue: str, consumer: InterruptionConsumer
+):
+    consumer.observer = observed = Observed()
+    aws.sqs.send_message(QueueUrl=queue, MessageBody="{not json")
+    _emit(
+        aws,
+        "aws.ec2",
+        "EC2 Spot Instance Interruption Warning",
+        {"instance-id": "i-0000000000000001"},
+    )
+    _emit(
+        aws,
+        "aws.ec2",
+        "EC2 Instance State-change Notification",
+        {"instance-id": "i-0000000000000001", "state": "running"},
+    )
+
+    consumer.poll()
+
+    kinds = sorted(str(v) for k, v in observed.seen if k == "received")
+    assert kinds == ["no_op", "spot_interrupted"]  # the malformed one is not "received"
+    handled = [v for k, v in observed.seen if k == "handled"]
+    assert len(handled) == 2
+    assert all(isinstance(t, datetime) for t in handled)  # EventBridge stamps every event
+    assert [k for k, _ in observed.seen].count("deleted") == 3  # the malformed one too
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any
 from cloudprovider.aws.catalog import Catalog, catalog_to_wire
 from cloudprovider.instancetype import InstanceType
 from provisioner.app.cmd_plan import plan_files
-from provisioner.controllers.manager import Manager
+from provisioner.controllers.assembly import ControllerSet
 from provisioner.controllers.provisioning.controller import PoolSet
 from provisioner.controllers.provisioning.plan import Plan
 from provisioner.kube.errors import NotFoundError
@@ -82,15 +82,15 @@ class Recorder:
     limit: int = 4
     batches: list[Batch] = field(default_factory=list)
 
-    def factory(self) -> Callable[[Ports], Manager]:
+    def factory(self) -> Callable[[Ports], ControllerSet]:
         """``manager_factory`` whose provisioner reports each batch here."""
 
-        def build(ports: Ports) -> Manager:
-            manager = manager_factory(ports)
-            manager.provisioner.observer = lambda snapshot, pools, decision: self._record(
-                ports, snapshot, pools, decision
+        def build(ports: Ports) -> ControllerSet:
+            controllers = manager_factory(ports)
+            controllers.manager.provisioner.observer = lambda snapshot, pools, decision: (
+                self._record(ports, snapshot, pools, decision)
             )
-            return manager
+            return controllers
 
         return build
 

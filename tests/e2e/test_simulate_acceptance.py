@@ -9,12 +9,17 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from provisioner.controllers.assembly import ControllerSet
 from provisioner.kube.resource import NODE_POOLS
 from provisioner.simulation.cloud import Launch
 from provisioner.simulation.driver import ControllerCrash
+from provisioner.simulation.ports import Ports
 from provisioner.simulation.report import orphan_instances
+from provisioner.simulation.wiring import manager_factory
 from tests.e2e.conftest import bundled, bundled_variant, events, pods_of, run, shortened
+from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
 
@@ -177,7 +182,13 @@ def test_a_spot_interruption_is_handled_before_ec2_reclaims_the_instance() -> No
         scenario,
         steps=tuple(s for s in scenario.steps if s.kind != "capacityOutage"),
     )
-    report, _ = run(scenario)
+    registries: list[CollectorRegistry] = []
+
+    def recording(ports: Ports) -> ControllerSet:
+        registries.append(ports.registry)
+        return manager_factory(ports)
+
+    report, _ = run(scenario, factory=recording)
     (warning,) = events(report, "SpotInterruptionWarning")
     instance_id = warning["message"].split()[1]
     (instance,) = [i for i in report["ec2Instances"] if i["id"] == instance_id]
@@ -187,6 +198,27 @@ def test_a_spot_interruption_is_handled_before_ec2_reclaims_the_instance() -> No
     assert instance["terminatedAt"] < warning["at"] + 120  # drained and gone before EC2 took it
     replacements = [c for c in report["nodeClaims"] if c["launchedAt"] == warning["at"]]
     assert replacements  # the replacement was launched at once
+    seen = ((e["object"], e["type"], e["reason"], e["message"]) for e in report["events"])
+    found = interruption_events(
+        seen, claim=claim["name"], node=claim["node"], replacement=replacements[0]["name"]
+    )
+    assert found == INTERRUPTION_EVENTS  # as `jointer run` emits them (tests/kube)
+    (registry,) = registries  # no restart: one controller set counted everything
+    assert (
+        registry.get_sample_value(
+            "karpenter_interruption_received_messages_total", {"message_type": SPOT}
+        )
+        == 1
+    )
+    assert registry.get_sample_value("karpenter_interruption_deleted_messages_total") == 1
+    disrupted = {
+        "reason": SPOT,
+        "nodepool": claim["nodePool"],
+        "capacity_type": "spot",
+        "consolidation_policy": "",
+        "termination_mode": "forceful",
+    }
+    assert registry.get_sample_value("karpenter_nodeclaims_disrupted_total", disrupted) == 1
     evicted = [e for e in report["evictions"] if e["node"] == claim["node"]]
     assert evicted  # drained by the controllers (Karpenter's "Evicted pod: <reason>" wording)
     assert all(warning["at"] <= e["at"] < warning["at"] + 120 for e in evicted)

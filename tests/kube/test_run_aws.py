@@ -3,14 +3,17 @@
 The Kubernetes side is the in-memory API and the clock is fake; nothing is served or run in
 threads. Covered: the provider is built from `eks:DescribeCluster` (endpoint, CA, service CIDR,
 kube-dns address, version), botocore's own retries are off, the interruption queue is polled by
-the `interruption` reconciler and a spot interruption deletes its NodeClaim through the cache's
-instance index, and unusable AWS settings fail with the variable named.
+the one replacement-first `interruption` reconciler (a spot interruption found through the
+cache's instance index taints the node; with nothing to replace its NodeClaim goes at once),
+Karpenter's queue metrics count the message, and unusable AWS settings fail with the variable
+named.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -23,7 +26,7 @@ from provisioner.app.cmd_run import execute
 from provisioner.app.settings import Settings, SettingsError
 from provisioner.app.wiring import ControllerProcess, Seams, WiringError, build_controller
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.resource import EVENTS, NODE_CLAIMS
+from provisioner.kube.resource import EVENTS, NODE_CLAIMS, NODES
 from provisioner.runtime.clock import FakeClock
 from provisioner.runtime.reconciler import Request
 
@@ -31,6 +34,9 @@ REGION = "us-east-1"
 CLUSTER = "test-cluster"
 QUEUE = "test-cluster"
 INSTANCE = "i-0123456789abcdef0"
+NODE = "ip-10-0-0-1.ec2.internal"
+RECEIVED = "karpenter_interruption_received_messages_total"
+QUEUED = "karpenter_interruption_message_queue_duration_seconds"
 _client: Any = boto3.client  # the stubs overload on literal service names
 
 
@@ -109,7 +115,7 @@ def test_a_cluster_endpoint_setting_wins_over_the_eks_answer(aws):
         close(process)
 
 
-def spot_interruption(instance_id: str) -> str:
+def spot_interruption(instance_id: str, at: datetime) -> str:
     return json.dumps(
         {
             "version": "0",
@@ -117,7 +123,7 @@ def spot_interruption(instance_id: str) -> str:
             "detail-type": "EC2 Spot Instance Interruption Warning",
             "source": "aws.ec2",
             "account": "123456789012",
-            "time": "2026-01-01T00:00:00Z",
+            "time": at.isoformat(),
             "region": REGION,
             "resources": [f"arn:aws:ec2:{REGION}b:instance/{instance_id}"],
             "detail": {"instance-id": instance_id, "instance-action": "terminate"},
@@ -125,7 +131,7 @@ def spot_interruption(instance_id: str) -> str:
     )
 
 
-def test_a_spot_interruption_from_the_queue_deletes_its_nodeclaim(aws):
+def test_a_spot_interruption_from_the_queue_taints_and_deletes_its_nodeclaim(aws):
     eks_cluster()
     sqs = _client("sqs", region_name=REGION)
     url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
@@ -154,18 +160,27 @@ def test_a_spot_interruption_from_the_queue_deletes_its_nodeclaim(aws):
                 },
             },
         )
+        provider_id = f"aws:///us-east-1b/{INSTANCE}"
         kube.patch_status(
             NODE_CLAIMS,
             "default-abcde",
-            {"status": {"providerID": f"aws:///us-east-1b/{INSTANCE}"}},
+            {"status": {"providerID": provider_id, "nodeName": NODE}},
         )
+        kube.create(NODES, {"metadata": {"name": NODE}, "spec": {"providerID": provider_id}})
         process.manager.start()  # the cache, as the driver's start fills it
-        sqs.send_message(QueueUrl=url, MessageBody=spot_interruption(INSTANCE))
+        clock = process.manager.clock
+        sent = clock.now() - timedelta(seconds=30)
+        sqs.send_message(QueueUrl=url, MessageBody=spot_interruption(INSTANCE, sent))
         interruption = next(r for r in process.controllers.reconcilers if r.name == "interruption")
         interruption.reconcile(Request())
+        assert {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"} in (
+            kube.get(NODES, NODE)["spec"]["taints"]
+        )
         claim = kube.get(NODE_CLAIMS, "default-abcde")
         assert claim["metadata"]["deletionTimestamp"]
         assert claim["metadata"]["uid"] == created["metadata"]["uid"]
+        (reason,) = [c for c in claim["status"]["conditions"] if c["type"] == "DisruptionReason"]
+        assert reason["reason"] == "SpotInterrupted"
         assert (
             process.registry.get_sample_value(
                 "karpenter_nodeclaims_disrupted_total",
@@ -174,12 +189,18 @@ def test_a_spot_interruption_from_the_queue_deletes_its_nodeclaim(aws):
                     "nodepool": "default",
                     "capacity_type": "spot",
                     "consolidation_policy": "",
-                    "termination_mode": "graceful",
+                    "termination_mode": "forceful",
                 },
             )
             == 1
         )
-        assert [e["reason"] for e in kube.list(EVENTS).items] == ["SpotInterrupted"]
+        sample = process.registry.get_sample_value
+        assert sample(RECEIVED, {"message_type": "spot_interrupted"}) == 1
+        assert sample("karpenter_interruption_deleted_messages_total") == 1
+        assert sample(f"{QUEUED}_count") == 1
+        assert sample(f"{QUEUED}_sum") == 30
+        warned = sorted((e["involvedObject"]["kind"], e["reason"]) for e in kube.list(EVENTS).items)
+        assert warned == [("Node", "SpotInterrupted"), ("NodeClaim", "SpotInterrupted")]
         assert isinstance(process.cloud, AwsCloudProvider)
         assert process.cloud.unavailable.is_unavailable("spot", "m5.large", "us-east-1b")
         assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
@@ -32,8 +32,9 @@ from provisioner.app.cmd_run import execute
 from provisioner.app.wiring import LEASE_NAME, LeaseTimings, Seams
 from provisioner.kube.errors import NotFoundError
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.resource import EVENTS, LEASES, NODE_CLAIMS, NODE_POOLS, PODS
+from provisioner.kube.resource import EVENTS, LEASES, NODE_CLAIMS, NODE_POOLS, NODES, PODS
 from provisioner.runtime.clock import FakeClock
+from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
 from tests.kube.kmock_shim import EmulatorThread
 from tests.unit.controllers.harness import TYPES, nodepool, pending_pod
 
@@ -45,6 +46,8 @@ FAST_LEASE = LeaseTimings(
     renew_deadline=timedelta(seconds=10),
     retry_period=timedelta(milliseconds=200),
 )
+DELETE_IN = timedelta(seconds=5)
+"""How long after the interruption message its NodeClaim's latest delete falls."""
 
 
 def environment(**overrides: str) -> dict[str, str]:
@@ -294,7 +297,36 @@ class QueuedDisruptions:
         return taken
 
 
-def test_an_interruption_deletes_the_nodeclaim_and_counts_it(kube, kubeconfig, cloud):
+def register_node(kube: Any, claim_name: str) -> str:
+    """Play the kubelet: the claim's instance joins as a Ready Node."""
+    status = kube.get(NODE_CLAIMS, claim_name)["status"]
+    name = f"ip-{claim_name}"
+    kube.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"providerID": status["providerID"]},
+            "status": {
+                "capacity": status["capacity"],
+                "allocatable": status["allocatable"],
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    )
+    return name
+
+
+def metric_line(body: str, name: str, **labels: str) -> str | None:
+    """The sample line of ``name`` with exactly ``labels``, or None."""
+    rendered = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    prefix = f"{name}{{{rendered}}} "
+    return next((line for line in body.splitlines() if line.startswith(prefix)), None)
+
+
+def test_a_spot_interruption_replaces_first_and_deletes_by_the_deadline(kube, kubeconfig, cloud):
+    """`jointer run` takes `jointer simulate`'s path: taint, replacement, delete at the deadline."""
     args = build_parser(["run"]).parse_args(
         ["run", "--kubeconfig", str(kubeconfig), "--leader-elect", "false"]
     )
@@ -318,33 +350,79 @@ def test_an_interruption_deletes_the_nodeclaim_and_counts_it(kube, kubeconfig, c
         launched = logs.wait_for("launched nodeclaim")
         name = launched["NodeClaim"]["name"]
         capacity_type = launched["capacity-type"]
+        node = register_node(kube, name)
+        logs.wait_for("initialized nodeclaim")
+        kube.merge_patch(
+            PODS,
+            "web-0",
+            {"spec": {"nodeName": node}, "status": {"phase": "Running", "conditions": []}},
+            namespace="default",
+        )
+        # the warning came DELETE_IN seconds before the latest delete (2 min - 45 s after it)
+        warned = datetime.now(UTC) - timedelta(seconds=75) + DELETE_IN
         disruptions.send(
             DisruptionRequest(
                 kind=DisruptionKind.SPOT_INTERRUPTED,
                 action=DisruptionAction.CORDON_AND_DRAIN,
                 instance_id=launched["provider-id"].rpartition("/")[2],
                 nodeclaim=name,
+                event_time=warned,
             )
         )
+        replacing = logs.wait_for("initiating replacement from interruption message")
+        assert replacing["NodeClaim"] == {"name": name}
+        assert replacing["replacements"] == 1
+        taints = kube.get(NODES, node)["spec"].get("taints") or []
+        assert {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"} in taints
+        created = [r for r in logs.find("created nodeclaim") if r.get("reason") == SPOT]
+        assert [r["controller"] for r in created] == ["interruption"]
+        replacement = created[0]["NodeClaim"]["name"]
+        assert kube.get(NODE_CLAIMS, name)["metadata"].get("deletionTimestamp") is None
         deleting = logs.wait_for("initiating delete from interruption message")
         assert deleting["NodeClaim"] == {"name": name}
         assert deleting["controller"] == "interruption"
+        # the replacement never initialized (no kubelet), so the delete waited for the deadline
+        assert datetime.fromisoformat(deleting["time"]) >= warned + timedelta(seconds=75)
         logs.wait_for("deleted nodeclaim")
         body = get(metrics_port, "/metrics")[1]
     finally:
         stop.set()
         thread.join(WAIT)
     assert status == [0]
-    assert (
+    assert metric_line(
+        body,
+        "karpenter_nodeclaims_disrupted_total",
+        capacity_type=capacity_type,
+        consolidation_policy="",
+        nodepool="default",
+        reason=SPOT,
+        termination_mode="forceful",
+    ) == (
         "karpenter_nodeclaims_disrupted_total{capacity_type="
         f'"{capacity_type}",consolidation_policy="",nodepool="default",'
-        'reason="spot_interrupted",termination_mode="graceful"} 1.0'
-    ) in body
-    # the interrupted claim and its instance are gone (the pod may have a replacement by now)
-    assert name not in [c["metadata"]["name"] for c in kube.list(NODE_CLAIMS).items]
+        f'reason="{SPOT}",termination_mode="forceful"}} 1.0'
+    )
+    created_line = metric_line(
+        body,
+        "karpenter_nodeclaims_created_total",
+        min_values_relaxed="false",
+        nodepool="default",
+        reason=SPOT,
+    )
+    assert created_line is not None and created_line.endswith(" 1.0")
+    names = [c["metadata"]["name"] for c in kube.list(NODE_CLAIMS).items]
+    assert name not in names
+    assert replacement in names
     assert launched["provider-id"] not in cloud.created
-    events = [e for e in kube.list(EVENTS).items if e["reason"] == "SpotInterrupted"]
-    assert [e["involvedObject"]["name"] for e in events] == [name]
+    seen = (
+        (f"{o['kind']}/{o['name']}", e["type"], e["reason"], e["message"])
+        for e in kube.list(EVENTS).items
+        for o in [e["involvedObject"]]
+    )
+    assert (
+        interruption_events(seen, claim=name, node=node, replacement=replacement)
+        == INTERRUPTION_EVENTS
+    )
 
 
 class Ticks:

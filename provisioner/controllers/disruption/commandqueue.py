@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
-from structlog.typing import FilteringBoundLogger
-
 from provisioner.apis import conditions as cond
 from provisioner.apis.errors import ApiValidationError
 from provisioner.controllers.disruption import events as ev
@@ -39,14 +37,11 @@ from provisioner.controllers.disruption.marks import (
 )
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import PoolCatalog, replacement_body
-from provisioner.controllers.events import Event, EventRecorder
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.events import Event
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import KubeApiError, NotFoundError
-from provisioner.kube.protocol import KubeClient
 from provisioner.kube.resource import NODE_CLAIMS
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["CommandQueue"]
 
@@ -68,17 +63,12 @@ class _Held:
     claims: set[str] = field(default_factory=set)
 
 
-class CommandQueue:
+class CommandQueue(ControllerBase):
     """Runs disruption commands: replacements first, then the candidates go.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the shared metrics.
+        ports: the shared ports.
         disruption_metrics: disruption metrics.
-        events: the event recorder.
         config: disruption settings.
     """
 
@@ -87,22 +77,12 @@ class CommandQueue:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
+        ports: Ports,
         disruption_metrics: DisruptionMetrics,
-        events: EventRecorder,
         config: DisruptionConfig | None = None,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
+        super().__init__(ports, NAME)
         self._dmetrics = disruption_metrics
-        self._events = events
         self._config = config or DisruptionConfig()
         self._entries: list[_Entry] = []
         self._held = _Held()

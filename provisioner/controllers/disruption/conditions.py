@@ -21,22 +21,17 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from structlog.typing import FilteringBoundLogger
-
 from cloudprovider.adapters import claim_view
 from cloudprovider.errors import CloudProviderError
-from cloudprovider.protocol import CloudProvider
 from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_hash
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.nodeclaim.status import patch_claim_status
-from provisioner.kube.protocol import KubeClient
-from provisioner.runtime.clock import Clock
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.requirements import RequirementError, Requirements
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["NodeClaimDisruptionController", "drift_reason"]
 
@@ -69,15 +64,11 @@ def drift_reason(nodepool: NodePool, claim: NodeClaim) -> str | None:
     return _static_drift(nodepool, claim) or _requirements_drift(nodepool, claim)
 
 
-class NodeClaimDisruptionController:
+class NodeClaimDisruptionController(ControllerBase):
     """Keeps ``Consolidatable`` and ``Drifted`` up to date on each NodeClaim.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        cloud: the cloud provider (provider drift).
-        clock: the injected clock.
-        logger: a structlog logger.
+        ports: the shared ports (the cloud provider tells provider drift).
         config: disruption settings (drift interval).
     """
 
@@ -86,18 +77,10 @@ class NodeClaimDisruptionController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
+        ports: Ports,
         config: DisruptionConfig | None = None,
     ) -> None:
-        self._state = state
-        self._kube = kube
-        self._cloud = cloud
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
+        super().__init__(ports, NAME)
         self._config = config or DisruptionConfig()
         self._provider_drift: dict[str, tuple[datetime, str | None]] = {}
         self._lock = threading.Lock()

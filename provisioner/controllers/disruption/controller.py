@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from structlog.typing import FilteringBoundLogger
-
-from cloudprovider.protocol import CloudProvider
 from provisioner.apis import conditions as cond
 from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.budgets import BudgetNode, budget_mapping
@@ -44,12 +41,9 @@ from provisioner.controllers.disruption.methods import Method, MethodContext
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import CatalogCache
 from provisioner.controllers.disruption.validation import validate
-from provisioner.controllers.events import EventRecorder
-from provisioner.controllers.metrics import Metrics
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.planner import PlannerConfig
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["DisruptionController", "budget_nodes"]
 
@@ -82,18 +76,13 @@ def budget_nodes(facts: ClusterFacts, disrupting: set[str]) -> list[BudgetNode]:
     ]
 
 
-class DisruptionController:
+class DisruptionController(ControllerBase):
     """Decides disruption commands and hands them to the queue.
 
     Args:
-        state: the cluster state cache.
-        cloud: the cloud provider (instance types and prices).
+        ports: the shared ports (the cloud provider gives instance types and prices).
         queue: the command queue.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the shared metrics.
         disruption_metrics: disruption metrics.
-        events: the event recorder.
         planner: planner settings for rescheduling simulations.
         config: disruption settings.
         region: the region label value for templates.
@@ -104,25 +93,16 @@ class DisruptionController:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        cloud: CloudProvider,
+        ports: Ports,
         queue: CommandQueue,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
         disruption_metrics: DisruptionMetrics,
-        events: EventRecorder,
         planner: PlannerConfig | None = None,
         config: DisruptionConfig | None = None,
         region: str = "",
     ) -> None:
-        self._state = state
+        super().__init__(ports, NAME)
         self._queue = queue
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
         self._dmetrics = disruption_metrics
-        self._events = events
         self._config = config or DisruptionConfig()
         base = planner or PlannerConfig()
         self._planner = PlannerConfig(
@@ -141,7 +121,7 @@ class DisruptionController:
             MultiNodeConsolidation(),
             SingleNodeConsolidation(),
         )
-        self._catalogs = CatalogCache(cloud, region=region, ttl=self._config.catalog_ttl)
+        self._catalogs = CatalogCache(ports.cloud, region=region, ttl=self._config.catalog_ttl)
         self._pending: _Pending | None = None
         self._noop: dict[str, tuple[int, frozenset[str], datetime]] = {}
         self._idle: tuple[object, datetime] | None = None

@@ -23,9 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from structlog.typing import FilteringBoundLogger
-
-from cloudprovider.protocol import CloudProvider
 from provisioner.apis import labels as wk
 from provisioner.controllers.disruption.commandqueue import CommandQueue
 from provisioner.controllers.disruption.conditions import NodeClaimDisruptionController
@@ -33,16 +30,13 @@ from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.disruption.controller import DisruptionController
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.podevents import PodEventsController
-from provisioner.controllers.events import EventRecorder
 from provisioner.controllers.interruption import InterruptionController, InterruptionSource
-from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodeclaim.expiration import ExpirationController
+from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.planner import PlannerConfig
-from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
+from provisioner.kube.protocol import WatchEvent, WatchEventType
 from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, PODS, Resource
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Reconciler, Request
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["DisruptionControllers", "Wiring"]
 
@@ -72,13 +66,8 @@ class DisruptionControllers:
     """Builds the disruption, expiration and interruption reconcilers from injected ports.
 
     Args:
-        state: the cluster state cache (shared with the other controllers).
-        kube: the Kubernetes port.
-        cloud: the cloud provider.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the shared metrics (its registry also gets :class:`DisruptionMetrics`).
-        events: the shared event recorder.
+        ports: the ports shared with the other controllers (the metrics' registry also gets
+            :class:`DisruptionMetrics`).
         planner: the planner settings (rescheduling simulations use a shorter budget).
         config: disruption settings.
         region: the region label value for templates.
@@ -88,61 +77,31 @@ class DisruptionControllers:
     def __init__(
         self,
         *,
-        state: ClusterState,
-        kube: KubeClient,
-        cloud: CloudProvider,
-        clock: Clock,
-        logger: FilteringBoundLogger,
-        metrics: Metrics,
-        events: EventRecorder,
+        ports: Ports,
         planner: PlannerConfig,
         config: DisruptionConfig | None = None,
         region: str = "",
         interruption: InterruptionSource | None = None,
     ) -> None:
-        self.state = state
+        self.state = ports.state
         self.config = config or DisruptionConfig()
-        self.metrics = DisruptionMetrics(metrics.registry)
-        self.queue = CommandQueue(
-            state=state,
-            kube=kube,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
-            disruption_metrics=self.metrics,
-            events=events,
-            config=self.config,
-        )
+        self.metrics = DisruptionMetrics(ports.metrics.registry)
+        self.queue = CommandQueue(ports=ports, disruption_metrics=self.metrics, config=self.config)
         self.disruption = DisruptionController(
-            state=state,
-            cloud=cloud,
+            ports=ports,
             queue=self.queue,
-            clock=clock,
-            logger=logger,
-            metrics=metrics,
             disruption_metrics=self.metrics,
-            events=events,
             planner=planner,
             config=self.config,
             region=region,
         )
-        self.conditions = NodeClaimDisruptionController(
-            state=state, kube=kube, cloud=cloud, clock=clock, logger=logger, config=self.config
-        )
-        self.podevents = PodEventsController(state=state, kube=kube, clock=clock, logger=logger)
-        self.expiration = ExpirationController(
-            kube=kube, clock=clock, logger=logger, metrics=metrics
-        )
+        self.conditions = NodeClaimDisruptionController(ports=ports, config=self.config)
+        self.podevents = PodEventsController(ports=ports)
+        self.expiration = ExpirationController(ports=ports)
         self.interruption: InterruptionController | None = None
         if interruption is not None:
             self.interruption = InterruptionController(
-                state=state,
-                kube=kube,
-                cloud=cloud,
-                clock=clock,
-                logger=logger,
-                metrics=metrics,
-                events=events,
+                ports=ports,
                 queue=self.queue,
                 source=interruption,
                 planner=planner,

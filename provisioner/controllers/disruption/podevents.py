@@ -12,15 +12,12 @@ import threading
 from datetime import datetime, timedelta
 from typing import Final
 
-from structlog.typing import FilteringBoundLogger
-
 from provisioner.apis.core import is_terminal
 from provisioner.controllers.nodeclaim.status import patch_claim_status
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.event import format_time
-from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
-from provisioner.runtime.clock import Clock
+from provisioner.kube.protocol import WatchEvent, WatchEventType
 from provisioner.runtime.reconciler import Request, Result
-from provisioner.state.cluster import ClusterState
 
 __all__ = ["DEDUPE", "PodEventsController"]
 
@@ -30,25 +27,17 @@ DEDUPE: Final = timedelta(seconds=10)
 _PodState = tuple[str, bool, bool]  # (node, terminal, terminating)
 
 
-class PodEventsController:
+class PodEventsController(ControllerBase):
     """Stamps ``lastPodEventTime`` on the NodeClaim of a node whose pods changed.
 
     Args:
-        state: the cluster state cache.
-        kube: the Kubernetes port.
-        clock: the injected clock.
-        logger: a structlog logger.
+        ports: the shared ports.
     """
 
     name: Final = NAME
 
-    def __init__(
-        self, *, state: ClusterState, kube: KubeClient, clock: Clock, logger: FilteringBoundLogger
-    ) -> None:
-        self._state = state
-        self._kube = kube
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
+    def __init__(self, *, ports: Ports) -> None:
+        super().__init__(ports, NAME)
         self._seen: dict[str, _PodState] = {}
         self._due: dict[str, datetime] = {}
         self._lock = threading.Lock()

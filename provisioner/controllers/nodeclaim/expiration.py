@@ -13,16 +13,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Final
 
-from structlog.typing import FilteringBoundLogger
-
 from provisioner.apis import labels as wk
 from provisioner.controllers.disruption.marks import set_disruption_reason
-from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.nodeclaim.status import get_claim
+from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import KubeApiError, NotFoundError
-from provisioner.kube.protocol import KubeClient
 from provisioner.kube.resource import NODE_CLAIMS
-from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
 
 __all__ = ["EXPIRED", "ExpirationController"]
@@ -33,25 +29,17 @@ _CONSOLIDATION_POLICY_UNKNOWN: Final = ""
 RETRY: Final = timedelta(seconds=10)
 
 
-class ExpirationController:
+class ExpirationController(ControllerBase):
     """Deletes NodeClaims past their ``expireAfter``.
 
     Args:
-        kube: the Kubernetes port.
-        clock: the injected clock.
-        logger: a structlog logger.
-        metrics: the metrics.
+        ports: the shared ports.
     """
 
     name: Final = NAME
 
-    def __init__(
-        self, *, kube: KubeClient, clock: Clock, logger: FilteringBoundLogger, metrics: Metrics
-    ) -> None:
-        self._kube = kube
-        self._clock = clock
-        self._log = logger.bind(controller=NAME)
-        self._metrics = metrics
+    def __init__(self, *, ports: Ports) -> None:
+        super().__init__(ports, NAME)
 
     def reconcile(self, request: Request) -> Result:
         """Delete the NodeClaim ``request.name`` if it expired; else requeue at its expiry."""
