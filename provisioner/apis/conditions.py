@@ -17,10 +17,11 @@ Semantics follow Karpenter's ``operatorpkg/status`` condition sets:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
+import pydantic
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 
 from provisioner.apis.base import ApiModel
@@ -74,6 +75,7 @@ __all__ = [
     "is_false",
     "is_true",
     "is_unknown",
+    "parse_conditions",
     "root_status",
     "set_condition",
     "set_false",
@@ -205,6 +207,17 @@ def _check_unique_types(conditions: tuple[Condition, ...]) -> tuple[Condition, .
 
 Conditions = Annotated[tuple[Condition, ...], AfterValidator(_check_unique_types)]
 """A list of conditions keyed by type (``x-kubernetes-list-type: map``)."""
+
+
+def parse_conditions(raw: Sequence[Mapping[str, Any]]) -> tuple[Condition, ...]:
+    """Conditions as stored in an object's status; entries that do not parse are skipped."""
+    parsed = []
+    for item in raw:
+        try:
+            parsed.append(Condition.model_validate(item))
+        except pydantic.ValidationError:
+            continue
+    return tuple(parsed)
 
 
 def get_condition(conditions: Sequence[Condition], condition_type: str) -> Condition | None:

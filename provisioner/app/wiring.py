@@ -78,6 +78,7 @@ from provisioner.kube.protocol import KubeClient, get_or_none
 from provisioner.kube.resource import (
     EC2_NODE_CLASSES,
     JOBS,
+    NODE_OVERLAYS,
     POD_GROUP_RESOURCES,
     Resource,
 )
@@ -191,13 +192,17 @@ def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
 def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[Resource]:
     """What the informers follow.
 
-    The cache's resources, every reconciler's triggers and, given ``kube``, the pod-group kinds
-    the cluster serves (a scheduler's CRD that is not installed is not watched).
+    The cache's resources, every reconciler's triggers and, given ``kube``, the optional kinds
+    the cluster serves: pod-group kinds and NodeOverlays (a CRD that is not installed is not
+    watched).
     """
+    optional = (*POD_GROUP_RESOURCES, NODE_OVERLAYS)
     resources = [*TRACKED_RESOURCES, JOBS]
-    resources += [w.resource for r in manager.registrations for w in r.watches]
+    resources += [
+        w.resource for r in manager.registrations for w in r.watches if w.resource not in optional
+    ]
     if kube is not None:
-        resources += served_resources(kube, POD_GROUP_RESOURCES)
+        resources += served_resources(kube, optional)
     return list(dict.fromkeys(resources))
 
 

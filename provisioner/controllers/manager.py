@@ -35,13 +35,21 @@ from provisioner.controllers.nodeclaim.garbagecollection import (
     GarbageCollectionController,
 )
 from provisioner.controllers.nodeclaim.lifecycle import LifecycleController
+from provisioner.controllers.nodeoverlay.controller import NodeOverlayController
 from provisioner.controllers.nodepool.controller import NodePoolController
 from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
-from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
+from provisioner.kube.resource import (
+    NODE_CLAIMS,
+    NODE_OVERLAYS,
+    NODE_POOLS,
+    NODES,
+    PODS,
+    Resource,
+)
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Reconciler, Request
 from provisioner.state.cluster import ClusterState
@@ -186,6 +194,7 @@ class Manager:
             config=self.disruption.config,
         )
         self.nodepools = NodePoolController(ports=ports)
+        self.overlays = NodeOverlayController(ports=ports)
         self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
         self.registrations: tuple[Registration, ...] = self._registrations()
 
@@ -224,6 +233,7 @@ class Manager:
                     Watch(PODS, m.pod_trigger),
                     Watch(NODE_CLAIMS, m.claim_deleted),
                     Watch(NODE_POOLS, m.any_change),
+                    Watch(NODE_OVERLAYS, m.any_change),
                 ),
                 m.singleton,
             ),
@@ -245,6 +255,7 @@ class Manager:
                 (Watch(NODE_POOLS, m.pool_by_name), Watch(NODE_CLAIMS, m.pool_of_claim)),
                 m.pools,
             ),
+            Registration(self.overlays, (Watch(NODE_OVERLAYS, m.pool_by_name),), m.overlays),
             Registration(self.garbage_collection, (), m.singleton),
             *(
                 Registration(w.reconciler, tuple(Watch(r, f) for r, f in w.watches), w.initial)
@@ -265,6 +276,9 @@ class _Mappers:
 
     def pools(self) -> list[Request]:
         return [Request(name=p.name) for p in self.state.nodepools()]
+
+    def overlays(self) -> list[Request]:
+        return [Request(name=o.name) for o in self.state.overlays()]
 
     @staticmethod
     def singleton() -> list[Request]:

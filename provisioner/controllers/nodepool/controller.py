@@ -16,11 +16,8 @@ Both write ``status`` only, with a merge patch, and only when it changed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
-
-import pydantic
 
 from cloudprovider.errors import CloudProviderError
 from cloudprovider.protocol import NodeClassRef, NodePoolRef
@@ -44,16 +41,6 @@ REASON_VALIDATION_FAILED: Final = "NodePoolValidationFailed"
 REASON_NODECLASS_NOT_READY: Final = "NodeClassNotReady"
 NODECLASS_RECHECK: Final = timedelta(minutes=1)
 """How often a NodePool whose NodeClass is not ready is looked at again."""
-
-
-def _parse_conditions(raw: Sequence[Mapping[str, Any]]) -> tuple[Condition, ...]:
-    parsed = []
-    for item in raw:
-        try:
-            parsed.append(Condition.model_validate(item))
-        except pydantic.ValidationError:
-            continue
-    return tuple(parsed)
 
 
 def pool_usage(state: ClusterState, nodepool: str) -> tuple[dict[str, int], int]:
@@ -94,7 +81,7 @@ class NodePoolController(ControllerBase):
         if entry is None:
             return Result.done()
         now = self._clock.now()
-        current = _parse_conditions(entry.conditions)
+        current = cond.parse_conditions(entry.conditions)
         conditions = current
         result = Result.done()
         if entry.nodepool is None:

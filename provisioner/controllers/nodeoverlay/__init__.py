@@ -1,0 +1,1 @@
+"""NodeOverlay status."""
