@@ -154,6 +154,20 @@ class LifecycleController(ControllerBase):
         )
         return updated, Result.done()
 
+    def _cloud_checkable(self, requests: dict[str, int]) -> dict[str, int]:
+        """The requests the cloud can check: capacity NodeOverlays add is not the cloud's.
+
+        The planner fitted the NodeClaim on the overlaid capacity and listed only the
+        instance types that have it, so the launch stays within them through the requirements.
+        """
+        overlaid = {
+            name
+            for entry in self._state.overlays()
+            if entry.overlay is not None
+            for name in entry.overlay.spec.capacity or {}
+        }
+        return {name: value for name, value in requests.items() if name not in overlaid}
+
     def _launch_request(self, claim: NodeClaim) -> LaunchRequest:
         ref = claim.spec.node_class_ref
         return LaunchRequest(
@@ -164,7 +178,9 @@ class LifecycleController(ControllerBase):
             requirements=Requirements.from_terms(
                 [r.model_dump(by_alias=True, exclude_none=True) for r in claim.spec.requirements]
             ),
-            requests=_resources(claim.spec.resources.requests if claim.spec.resources else None),
+            requests=self._cloud_checkable(
+                _resources(claim.spec.resources.requests if claim.spec.resources else None)
+            ),
             labels=dict(claim.metadata.labels),
             annotations=dict(claim.metadata.annotations),
             taints=claim.spec.taints,
