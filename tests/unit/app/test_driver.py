@@ -32,6 +32,7 @@ from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import WatchEvent
 from provisioner.kube.resource import (
     NODE_CLAIMS,
+    NODE_OVERLAYS,
     NODE_POOLS,
     NODES,
     POD_GROUP_RESOURCES,
@@ -61,7 +62,7 @@ def condition(claim: dict[str, Any], kind: str) -> str | None:
 class World:
     """The production manager over InMemoryKube and FakeCloudProvider, run by the real driver."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, served: bool = False) -> None:
         self.clock = FakeClock()
         self.kube = InMemoryKube(clock=self.clock.now)
         self.cloud = FakeCloudProvider(instance_types=list(TYPES), clock=self.clock.now)
@@ -80,7 +81,7 @@ class World:
             self.manager,
             self.kube,
             clock=self.clock,
-            resources=watched_resources(self.manager),
+            resources=watched_resources(self.manager, self.kube if served else None),
             logger=self.logger,
             watch_timeout=None,
             registry=self.registry,
@@ -120,6 +121,55 @@ class World:
 
 
 # -- the production controllers, end to end ---------------------------------------------------
+
+
+def test_a_nodeoverlay_is_followed_where_served_and_changes_the_launch():
+    """`jointer run` watches NodeOverlays the API serves, applies them and writes their status."""
+    w = World(served=True)
+    w.kube.create(NODE_POOLS, nodepool())
+    w.kube.create(
+        NODE_OVERLAYS,
+        {
+            "apiVersion": "karpenter.sh/v1alpha1",
+            "kind": "NodeOverlay",
+            "metadata": {"name": "pricey-large"},
+            "spec": {
+                "requirements": [
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": ["c.large"],
+                    }
+                ],
+                "price": "50",
+            },
+        },
+    )
+    w.driver.start_sync()
+    w.kube.create(PODS, pending_pod("web-0"), namespace="default")
+    w.advance(2)
+    [claim] = w.claims()
+    types = next(
+        t["values"]
+        for t in claim["spec"]["requirements"]
+        if t["key"] == "node.kubernetes.io/instance-type"
+    )
+    assert types[0] == "c.xlarge"
+    status = w.kube.get(NODE_OVERLAYS, "pricey-large")["status"]
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "ValidationSucceeded": "True",
+        "Ready": "True",
+    }
+
+
+def test_nodeoverlays_are_not_watched_where_the_crd_is_not_served():
+    class _Kube:
+        def list(self, resource, **_):
+            raise make_error(404, "NotFound", f"the server could not find {resource}")
+
+    w = World()
+    assert NODE_OVERLAYS not in watched_resources(w.manager, _Kube())  # type: ignore[arg-type]
+    assert NODE_OVERLAYS in watched_resources(w.manager, w.kube)
 
 
 def test_pending_pods_become_a_ready_nodeclaim():
