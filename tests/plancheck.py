@@ -242,12 +242,23 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
     for obj in objects:
         by_kind[str(obj.get("kind"))].append(obj)
     pods = {_key(p): _pod_info(p) for p in by_kind["Pod"] if not _is_terminal(p)}
+    claim_names = {str(_meta(c).get("name")) for c in by_kind["NodeClaim"]}
+    nominated = {
+        k: f"nodeclaim/{target}"
+        for k, p in pods.items()
+        if not p.spec.get("nodeName")
+        and (target := (p.raw.get("status") or {}).get("nominatedNodeName")) in claim_names
+    }
     pending = {
         k: p
         for k, p in pods.items()
-        if not p.spec.get("nodeName") and not _meta(p.raw).get("deletionTimestamp")
+        if not p.spec.get("nodeName")
+        and not _meta(p.raw).get("deletionTimestamp")
+        and k not in nominated
     }
     bound_node = {k: str(p.spec["nodeName"]) for k, p in pods.items() if p.spec.get("nodeName")}
+    # a pod nominated to an in-flight NodeClaim holds room there (the provisioner's nomination)
+    bound_node.update(nominated)
     pools = {
         str(_meta(np).get("name")): _pool(np, _types_for(catalog, str(_meta(np).get("name"))))
         for np in by_kind["NodePool"]
@@ -326,11 +337,24 @@ def _claim_node(
     pool = pools.get(labels.get(NODEPOOL, ""))
     allocatable = _resources(status.get("allocatable")) if status.get("allocatable") else None
     if allocatable is None and pool is not None:
-        instance_type = pool.instance_types.get(labels.get(INSTANCE_TYPE, ""))
-        if instance_type is not None:
-            labels = {**instance_type.labels, **labels}
-            overhead = _daemon_requests(daemons, labels, pool.taints)
-            allocatable = {k: v - overhead.get(k, 0) for k, v in instance_type.allocatable.items()}
+        # not launched: it may become any listed type, so it holds what the smallest holds
+        listed = next(
+            (
+                t.get("values") or []
+                for t in spec.get("requirements") or []
+                if t.get("key") == INSTANCE_TYPE
+            ),
+            [],
+        )
+        types = [pool.instance_types[n] for n in listed if n in pool.instance_types]
+        if types:
+            if len(types) == 1:
+                labels = {**types[0].labels, **labels}
+            overhead = _daemon_requests(daemons, labels, taints)
+            allocatable = {
+                k: min(t.allocatable.get(k, 0) for t in types) - overhead.get(k, 0)
+                for k in types[0].allocatable
+            }
     if allocatable is None:
         return None
     return _Node(

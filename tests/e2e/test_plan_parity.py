@@ -44,6 +44,22 @@ def test_plan_on_a_snapshot_decides_what_the_controller_decided(path: Path, tmp_
     _check(recorder, scenario.region)
 
 
+@pytest.mark.parametrize("name", ["spot-outage", "kai-gang-8-gpus"])
+def test_plan_agrees_with_the_controller_under_the_karpenter_style_policy_too(
+    name: str, tmp_path: Path
+) -> None:
+    scenario = load_scenario(SCENARIOS / f"{name}.yaml")
+    recorder = Recorder(tmp_path, scenario.region, limit=3)
+    run(
+        scenario,
+        factory=recorder.factory(),
+        seed=SEED,
+        solver_deterministic_time=DETERMINISTIC,
+        policy="greedy",
+    )
+    _check(recorder, scenario.region, policy="greedy")
+
+
 @pytest.mark.parametrize("path", PLAN_EXAMPLES, ids=lambda p: p.stem)
 def test_the_controller_launches_what_plan_prints_for_an_example(
     path: Path, tmp_path: Path

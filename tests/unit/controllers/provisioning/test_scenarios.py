@@ -472,6 +472,57 @@ def test_in_flight_nodeclaim_absorbs_pods(tmp_path: Path) -> None:
     assert run.plan["existingNodes"][0]["name"] == "nodeclaim/default-abcde"
 
 
+def _in_flight(name: str, types: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "x"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]},
+            ],
+        },
+    }
+
+
+def test_an_in_flight_nodeclaim_of_many_instance_types_counts_as_its_smallest(
+    tmp_path: Path,
+) -> None:
+    """Not launched yet, it may become any listed type: room is the smallest one's."""
+    claim = _in_flight("default-fghij", ["m6i.2xlarge", "m6i.xlarge", "m6i.4xlarge"])
+    objects = [
+        nodepool("default", requirements=CPU_POOL_REQ),
+        claim,
+        *(pod(f"p-{i}", cpu="1") for i in range(5)),
+    ]
+    run = run_plan(objects, tmp_path)
+    _clean(run)
+    [placement] = run.plan["existingNodes"]
+    assert placement["name"] == "nodeclaim/default-fghij"
+    # m6i.xlarge: 4 vCPU, 3920m allocatable -> three 1-CPU pods; the rest need new capacity
+    assert len(placement["pods"]) == 3
+    assert sum(len(c["pods"]) for c in run.plan["nodeClaims"]) == 2
+
+
+def test_a_nominated_pod_stays_on_its_in_flight_nodeclaim(tmp_path: Path) -> None:
+    """`status.nominatedNodeName` naming a NodeClaim is the provisioner's nomination."""
+    claim = _in_flight("default-fghij", ["m6i.xlarge"])
+    nominated = pod("p-0", cpu="3")
+    nominated["status"]["nominatedNodeName"] = "default-fghij"
+    objects = [
+        nodepool("default", requirements=CPU_POOL_REQ),
+        claim,
+        nominated,
+        pod("p-1", cpu="3"),
+    ]
+    run = run_plan(objects, tmp_path)
+    _clean(run)
+    assert run.plan["existingNodes"] == []
+    assert [c["pods"] for c in run.plan["nodeClaims"]] == [["default/p-1"]]
+
+
 def test_taints_are_respected_on_new_and_existing_nodes(tmp_path: Path) -> None:
     taint = {"key": "team", "value": "blue", "effect": "NoSchedule"}
     objects = [
