@@ -41,7 +41,7 @@ POD_GROUP_KINDS: Final[Mapping[tuple[str, str], tuple[str, bool]]] = {
 }
 """Pod-group kinds (``pod-groups.md``), served at any version."""
 
-_UNSERVED: Final = frozenset({"Event", "Lease", "NodeOverlay"})
+_UNSERVED: Final = frozenset({"Event", "Lease"})
 
 
 def _split(api_version: str) -> tuple[str, str]:
