@@ -439,9 +439,11 @@ class ControllerProcess:
         self._lock = threading.Lock()
 
     def synced(self) -> bool:
-        """Readiness, as Karpenter's: not leadership. A standby (controllers not started) is
-        Ready, so a rollout or a drain of the 2 replicas under the PDB never waits on it; the
-        leader is Ready once its informers have synced."""
+        """Readiness, as Karpenter's: not leadership.
+
+        A standby (controllers not started) is Ready, so a rollout or a drain of the 2 replicas
+        under the PDB never waits on it; the leader is Ready once its informers have synced.
+        """
         with self._lock:
             started = self._started
         return not started or self.driver.synced
