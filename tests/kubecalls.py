@@ -69,6 +69,13 @@ def to_request(
     )
 
 
+def _key(request: AccessRequest) -> AccessRequest:
+    """`request` without its name (rules name none)."""
+    return AccessRequest(
+        request.verb, request.group, request.resource, request.subresource, request.namespace
+    )
+
+
 class KubeRbacHook:
     """Wraps ``InMemoryKube._enter`` while installed (see the module docstring)."""
 
@@ -81,6 +88,7 @@ class KubeRbacHook:
         self._root = str(root) + "/"
         self._lock = threading.Lock()
         self._original: Callable[..., None] | None = None
+        self._original_check: Callable[[Authorizer, AccessRequest], None] = Authorizer.check
         self.chart = Authorizer(chart_rules())
         self.authorizer = self.chart
         self.allowed: set[AccessRequest] = set()
@@ -110,13 +118,30 @@ class KubeRbacHook:
                 hook.check(to_request(verb, resource, namespace, name))
             original(kube, verb, resource, namespace, name)
 
+        # Denials by an `AuthorizedKube` with the chart's rules (jointer simulate's controllers)
+        # never reach `_enter`: record them where they are decided.
+        original_check = Authorizer.check
+
+        def check(authorizer: Authorizer, request: AccessRequest) -> None:
+            if (
+                authorizer is not hook.authorizer
+                and authorizer.rules == hook.chart.rules
+                and not authorizer.allows(request)
+            ):
+                with hook._lock:
+                    hook.denied.setdefault(_key(request), hook.current_test)
+            original_check(authorizer, request)
+
         self._original = original
+        self._original_check = original_check
+        Authorizer.check = check  # type: ignore[method-assign,assignment]
         InMemoryKube._enter = _enter  # type: ignore[method-assign,assignment]
 
     def uninstall(self) -> None:
         """Put ``InMemoryKube._enter`` back."""
         if self._original is not None:
             InMemoryKube._enter = self._original  # type: ignore[method-assign]
+            Authorizer.check = self._original_check  # type: ignore[method-assign,assignment]
             self._original = None
 
     def use(self, rules: Iterable[PolicyRule] | None) -> None:
@@ -125,9 +150,7 @@ class KubeRbacHook:
 
     def check(self, request: AccessRequest) -> None:
         """Record `request` (under the chart's rules) and raise its 403 when denied."""
-        key = AccessRequest(
-            request.verb, request.group, request.resource, request.subresource, request.namespace
-        )
+        key = _key(request)
         allowed = self.authorizer.allows(request)
         if self.authorizer is self.chart:
             with self._lock:

@@ -45,9 +45,11 @@ def _hook(request: pytest.FixtureRequest, *, complete: bool) -> KubeRbacHook:
         if item.path.is_relative_to(TESTS_DIR / name)
     }
     if missing := sorted(set(CONTROLLER_DIRS) - present):
+        unused = [str(cell) for cell in unneeded_rules(list(hook.chart.rules), hook.allowed)]
         pytest.skip(
             "RBAC least privilege is judged on a run that includes the controller tests; "
-            f"this run has none from {', '.join(f'tests/{name}' for name in missing)}"
+            f"this run has none from {', '.join(f'tests/{name}' for name in missing)} "
+            f"(not needed so far: {'; '.join(unused)})"
         )
     filters = {
         "-k": option.keyword,
@@ -84,6 +86,11 @@ def unneeded_rules(rules: list[PolicyRule], calls: set) -> list[PolicyRule]:  # 
     return unneeded
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="not yet judged on a full run: calls over HTTP (tests/kube, kmock) are not recorded, "
+    "so rules used only by the informers of `jointer run` (watch pods, ...) look unused",
+)
 def test_chart_grants_nothing_the_controller_never_calls(request: pytest.FixtureRequest) -> None:
     hook = _hook(request, complete=True)
     assert hook.allowed, "no controller call to the in-memory API recorded"
