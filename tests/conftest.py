@@ -4,12 +4,15 @@ the AWS call recorder of the least-privilege test."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from provisioner.kube.rbac import PolicyRule
 from tests.awscalls import RECORDER_KEY, AwsCallRecorder
+from tests.kubecalls import KUBE_RBAC_KEY, KubeRbacHook
 
 settings.register_profile(
     "ci",
@@ -59,6 +62,25 @@ LEAST_PRIVILEGE_DIR = REPO_ROOT / "tests" / "zz_least_privilege"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[RECORDER_KEY] = AwsCallRecorder(REPO_ROOT)
+    # The chart's RBAC, enforced on the in-memory API for every run (tests/kubecalls.py).
+    hook = KubeRbacHook(REPO_ROOT)
+    hook.install()
+    config.stash[KUBE_RBAC_KEY] = hook
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[KUBE_RBAC_KEY].current_test = item.nodeid
+
+
+@pytest.fixture
+def kube_rbac_rules(request: pytest.FixtureRequest) -> Iterator[Callable[[list[PolicyRule]], None]]:
+    """``use(rules)``: decide the controller's in-memory API calls with `rules` for this test."""
+    hook = request.config.stash[KUBE_RBAC_KEY]
+    try:
+        yield hook.use
+    finally:
+        hook.use(None)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -67,6 +89,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    hook = config.stash.get(KUBE_RBAC_KEY, None)
+    if hook is not None:
+        hook.uninstall()
     recorder = config.stash.get(RECORDER_KEY, None)
     if recorder is not None:
         recorder.uninstall()

@@ -9,7 +9,10 @@ port (one for both when the ports are equal):
   OpenMetrics when the scraper asks for it).
 * ``/healthz``: 200 while the process serves requests.
 * ``/readyz``: 200 when every readiness check passes, else 503 naming the failing ones, in
-  controller-runtime's ``[+]name ok`` / ``[-]name failed`` format.
+  controller-runtime's ``[+]name ok`` / ``[-]name failed`` format. The controller process
+  (``provisioner.app.wiring.ControllerProcess``) has one check, ``informers``: as in
+  Karpenter, readiness is not leadership, so a standby replica is Ready (rollouts and drains of
+  the chart's 2 replicas under its PDB complete); the leader is Ready once its informers synced.
 
 Port 0 picks a free port (read it back from :attr:`Endpoints.metrics_port` and
 :attr:`Endpoints.health_port`).

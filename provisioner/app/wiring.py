@@ -422,7 +422,7 @@ class ControllerProcess:
         )
         self.endpoints = Endpoints(
             registry=registry,
-            readiness={"leader": self.leading, "informers": lambda: driver.synced},
+            readiness={"informers": self.synced},
             metrics_port=settings.port("metrics"),
             health_port=settings.port("health"),
             host=host,
@@ -437,6 +437,16 @@ class ControllerProcess:
         self._lost = False
         self._started = False
         self._lock = threading.Lock()
+
+    def synced(self) -> bool:
+        """Readiness, as Karpenter's: not leadership.
+
+        A standby (controllers not started) is Ready, so a rollout or a drain of the 2 replicas
+        under the PDB never waits on it; the leader is Ready once its informers have synced.
+        """
+        with self._lock:
+            started = self._started
+        return not started or self.driver.synced
 
     def leading(self) -> bool:
         """Whether this process may act (it holds the Lease, or does not elect)."""

@@ -38,6 +38,7 @@ from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.errors import AlreadyExistsError, KubeApiError, NotFoundError
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import WatchEvent
+from provisioner.kube.rbac import AuthorizedKube, chart_authorizer
 from provisioner.kube.resource import (
     DEPLOYMENTS,
     EC2_NODE_CLASSES,
@@ -343,7 +344,9 @@ class Simulation:
 
     def _ports(self) -> Ports:
         world = self.world
-        kube = RecordingKube(world.kube, world.recorder)
+        # The controllers act with the chart's RBAC (embedded from `helm template`): a call the
+        # chart does not grant fails with the API server's 403, as in a cluster.
+        kube = AuthorizedKube(RecordingKube(world.kube, world.recorder), chart_authorizer())
         aws = build_aws(
             account=world.account, kube=kube, source=world.source, timer=world.timeline.timer
         )

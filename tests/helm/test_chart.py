@@ -245,7 +245,7 @@ def test_rbac_has_no_wildcards_and_only_the_ports_verbs(nondefault) -> None:
 def test_cluster_role_grants(default) -> None:
     grants = _grants(_rules(default, "ClusterRole"))
     read = {"get", "list", "watch"}
-    assert grants[("", "pods")] == read
+    assert grants[("", "pods")] == read | {"delete"}  # terminationGracePeriod force-drain
     assert grants[("", "pods/eviction")] == {"create"}
     assert grants[("", "nodes")] == read | {"patch", "delete"}
     assert grants[("", "events")] == {"create", "patch"}

@@ -236,10 +236,9 @@ def test_run_leads_reconciles_serves_and_hands_over_the_lease(kube, kubeconfig, 
         ]
         assert get(a.health_port, "/healthz")[0] == 200
         assert get(a.health_port, "/readyz")[0] == 200
-        # the standby: alive, not ready, never acted
+        # the standby: alive and Ready (readiness is not leadership), never acted
         assert get(b.health_port, "/healthz")[0] == 200
-        status, body = get(b.health_port, "/readyz")
-        assert status == 503 and "[-]leader failed" in body
+        assert get(b.health_port, "/readyz") == (200, "ok")
         assert created_total(get(b.metrics_port, "/metrics")[1]) == []
         assert b.logs.find("successfully acquired lease") == []
         assert b.logs.find("starting workers") == []
@@ -251,10 +250,17 @@ def test_run_leads_reconciles_serves_and_hands_over_the_lease(kube, kubeconfig, 
         b.logs.wait_for("successfully acquired lease")  # at once, not after the lease expiry
         b.logs.wait_for("starting workers")
         assert holder(kube) == "b"
+        # the new leader acts: a new pending pod gets a NodeClaim from b, and b stays Ready
+        kube.create(PODS, pending_pod("web-1", cpu="6"), namespace="default")
+        taken = b.logs.wait_for("created nodeclaim")
+        b.logs.wait_for("launched nodeclaim")
+        assert taken["NodeClaim"]["name"] != created["NodeClaim"]["name"]
+        assert get(b.health_port, "/readyz") == (200, "ok")
+        assert len(created_total(get(b.metrics_port, "/metrics")[1])) == 1
         assert b.finish() == 0
     assert holder(kube) is None
-    assert len(kube.list(NODE_CLAIMS).items) == 1
-    assert len(cloud.created) == 1
+    assert len(kube.list(NODE_CLAIMS).items) == 2
+    assert len(cloud.created) == 2
 
 
 def test_run_without_leader_election_acts_at_once(kube, kubeconfig, cloud):

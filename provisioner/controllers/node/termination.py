@@ -179,7 +179,7 @@ class TerminationController(ControllerBase):
         if not pods:
             return None
         if deadline is not None:
-            self._force_delete(pods, deadline, now)
+            self._force_delete(node, pods, deadline, now)
         present = [p for p in pods if p.metadata.deletion_timestamp is None]
         tier = min(drain_tier(p) for p in pods)
         current = [p for p in present if drain_tier(p) == tier]
@@ -304,7 +304,15 @@ class TerminationController(ControllerBase):
         self._publish([ev.failed_draining(node, message)])
         return delay
 
-    def _force_delete(self, pods: Sequence[Pod], deadline: datetime, now: datetime) -> None:
+    def _force_delete(
+        self, node: Node, pods: Sequence[Pod], deadline: datetime, now: datetime
+    ) -> None:
+        """Delete the pods whose own grace would outlast `deadline`; failures are surfaced.
+
+        A pod already gone (404) or replaced (409 on its uid) needs nothing; any other error
+        (a 403 from missing RBAC, a 5xx) is logged and evented (`FailedDraining`) on the Node,
+        and the delete is tried again on the next reconcile.
+        """
         for pod in pods:
             if pod.metadata.deletion_timestamp is not None:
                 continue
@@ -321,7 +329,16 @@ class TerminationController(ControllerBase):
                     uid=pod.metadata.uid or None,
                     grace_period_seconds=grace,
                 )
-            except KubeApiError:
+            except (NotFoundError, ConflictError):
+                continue
+            except KubeApiError as error:
+                self._log.error(
+                    "failed deleting pod for termination grace period",
+                    Pod={"name": pod.metadata.name, "namespace": pod.metadata.namespace},
+                    Node={"name": node.metadata.name},
+                    error=str(error),
+                )
+                self._publish([ev.failed_draining(node, f"deleting pod {pod.key}, {error}")])
                 continue
             self._publish([ev.pod_deleted_for_grace_period(pod, grace, format_time(deadline))])
 

@@ -12,6 +12,7 @@ import pytest
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod
 from provisioner.controllers.node.termination import drain_tier
+from provisioner.kube.rbac import PolicyRule, chart_rules
 from provisioner.kube.resource import (
     NODE_CLAIMS,
     NODE_POOLS,
@@ -188,6 +189,36 @@ def test_grace_period_deletes_stalled_pods_at_the_deadline():
     world.run(30)
     assert claim["metadata"]["name"] not in names(world)
     assert world.clock.now() - deleted_at <= timedelta(minutes=3)
+
+
+def test_a_forbidden_force_delete_is_logged_and_evented_not_swallowed(kube_rbac_rules):
+    # The chart without `delete` on pods (the bug of issue 18): the API answers 403.
+    without = [
+        PolicyRule(r.api_groups, r.resources, r.verbs - {"delete"}, namespace=r.namespace)
+        if r.resources == {"pods"}
+        else r
+        for r in chart_rules()
+    ]
+    kube_rbac_rules(without)
+    world, claim = world_with_node(terminationGracePeriod="2m")
+    node = claim["status"]["nodeName"]
+    body = pod("keep", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    body["spec"]["terminationGracePeriodSeconds"] = 30
+    place(world, body, node)
+    delete_claim(world, claim)
+    world.run(150)
+    assert "default/keep" in world.pod_node()
+    messages = [e["message"] for e in world.events("FailedDraining")]
+    forbidden = [m for m in messages if "deleting pod default/keep" in m]
+    assert forbidden, messages
+    assert 'pods "keep" is forbidden' in forbidden[0], forbidden[0]
+    assert "cannot delete resource" in forbidden[0]
+    logged = [c.kwargs for c in world.capture.calls if c.method_name == "error"]
+    assert any(
+        entry.get("event") == "failed deleting pod for termination grace period"
+        and "403" in entry.get("error", "")
+        for entry in logged
+    ), logged
 
 
 def test_a_gang_member_is_evicted_only_with_its_whole_gang():
