@@ -178,6 +178,10 @@ class _StructlogHandler(logging.Handler):
         self._logger.log(record.levelno, message, **extra)
 
 
+NODE_OVERLAY_GATE: Final = "NodeOverlay"
+"""The feature gate under which NodeOverlays are watched and applied (off by default)."""
+
+
 def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
     """A private stdlib logger (not in ``logging``'s registry) that writes through ``logger``."""
     bridged = logging.Logger(name, logging.DEBUG)  # noqa: LOG001 - deliberately not global
@@ -189,12 +193,14 @@ def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
 # -- what the informers follow ----------------------------------------------------------------
 
 
-def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[Resource]:
+def watched_resources(
+    manager: Manager, kube: KubeClient | None = None, *, node_overlays: bool = True
+) -> list[Resource]:
     """What the informers follow.
 
     The cache's resources, every reconciler's triggers and, given ``kube``, the optional kinds
     the cluster serves: pod-group kinds and NodeOverlays (a CRD that is not installed is not
-    watched).
+    watched; NodeOverlays only with the ``NodeOverlay`` feature gate, ``node_overlays``).
     """
     optional = (*POD_GROUP_RESOURCES, NODE_OVERLAYS)
     resources = [*TRACKED_RESOURCES, JOBS]
@@ -202,7 +208,8 @@ def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[
         w.resource for r in manager.registrations for w in r.watches if w.resource not in optional
     ]
     if kube is not None:
-        resources += served_resources(kube, optional)
+        wanted = optional if node_overlays else POD_GROUP_RESOURCES
+        resources += served_resources(kube, wanted)
     return list(dict.fromkeys(resources))
 
 
@@ -558,7 +565,9 @@ def build_controller(
         controllers,
         kube,
         clock=clock,
-        resources=watched_resources(manager, kube),
+        resources=watched_resources(
+            manager, kube, node_overlays=settings.gates()[NODE_OVERLAY_GATE]
+        ),
         logger=logger,
         workers=workers,
         watch_timeout=seams.watch_timeout,
