@@ -542,7 +542,11 @@ def build_controller(
         commit="",
     ).set(1)
     closers: list[Callable[[], None]] = []
-    kube = seams.kube if seams.kube is not None else _real_kube(kubeconfig, closers)
+    kube = (
+        seams.kube
+        if seams.kube is not None
+        else _real_kube(kubeconfig, closers, rate=settings.kube_rate())
+    )
     if seams.cloud is None:
         cloud = _build_aws(settings, kube, clock, logger)
         settings = replace(settings, aws_region=cloud.region)
@@ -614,11 +618,14 @@ def _given(source: InterruptionSource) -> InterruptionSourceFactory:
     return lambda _index, _observer: source
 
 
-def _real_kube(kubeconfig: str | None, closers: list[Callable[[], None]]) -> KubeClient:
+def _real_kube(
+    kubeconfig: str | None, closers: list[Callable[[], None]], *, rate: tuple[float, int]
+) -> KubeClient:
+    from provisioner.kube.ratelimit import TokenBucket  # noqa: PLC0415
     from provisioner.kube.real import RealKube  # noqa: PLC0415 - loads the kubernetes client
 
     try:
-        kube = RealKube.from_config(kubeconfig)
+        kube = RealKube.from_config(kubeconfig, limiter=TokenBucket(*rate))
     except Exception as error:
         where = kubeconfig or "the in-cluster service account or $KUBECONFIG"
         raise WiringError(
