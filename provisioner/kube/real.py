@@ -22,7 +22,6 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from provisioner.kube.errors import KubeApiError, UnreachableError, from_status
 from provisioner.kube.event import record_event
-from provisioner.kube.ratelimit import TokenBucket
 from provisioner.kube.protocol import (
     EventType,
     JsonObject,
@@ -30,6 +29,7 @@ from provisioner.kube.protocol import (
     WatchEvent,
     WatchEventType,
 )
+from provisioner.kube.ratelimit import TokenBucket
 from provisioner.kube.resource import PODS, Resource
 from provisioner.kube.selector import parse_field_selector
 
