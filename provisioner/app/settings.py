@@ -86,6 +86,9 @@ class Settings:
         "INTERRUPTION_QUEUE", "", "SQS queue fed by EventBridge interruption events"
     )
     aws_region: str = _env("AWS_REGION", "", "AWS region (default: from the SDK's chain)")
+    cluster_ca_bundle: str = _env(
+        "CLUSTER_CA_BUNDLE", "", "the cluster CA (base64) nodes trust (default: DescribeCluster)"
+    )
     batch_idle_duration: str = _env("BATCH_IDLE_DURATION", "1s", "idle time that closes a batch")
     batch_max_duration: str = _env("BATCH_MAX_DURATION", "10s", "longest a batch stays open")
     log_level: str = _env("LOG_LEVEL", "info", "debug, info, warn or error")

@@ -288,7 +288,8 @@ def _build_aws(
     info = ClusterInfo(
         name=settings.cluster_name,
         endpoint=settings.cluster_endpoint or str(cluster["endpoint"]),
-        ca_bundle=str((cluster.get("certificateAuthority") or {}).get("data") or ""),
+        ca_bundle=settings.cluster_ca_bundle
+        or str((cluster.get("certificateAuthority") or {}).get("data") or ""),
         service_cidr=service_cidr,
         cluster_dns=_cluster_dns(service_cidr),
     )
