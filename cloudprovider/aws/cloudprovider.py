@@ -8,7 +8,8 @@ not Ready -> NodeClassNotReadyError; readiness unknown -> CreateError
 the capacity type chosen (spot when the NodeClaim allows it and an available spot offering
 exists), and one CreateFleet issued with the ≤60 cheapest types. Capacity errors mark the
 offerings in the ICE cache; when every spot pool failed for capacity and on-demand is allowed,
-the same call retries at once with on-demand (Jointer's improvement over Karpenter #5743).
+the same launch retries at once with a second CreateFleet call for on-demand (Jointer's
+improvement over Karpenter #5743).
 """
 
 from __future__ import annotations

@@ -13,7 +13,32 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Final, Literal
 
-__all__ = ["ENVIRONMENT_VARIABLES", "Settings", "SettingsError", "parse_go_duration"]
+__all__ = [
+    "ENVIRONMENT_VARIABLES",
+    "FEATURE_GATE_DEFAULTS",
+    "UNSUPPORTED_GATE_VALUES",
+    "Settings",
+    "SettingsError",
+    "parse_go_duration",
+]
+
+FEATURE_GATE_DEFAULTS: Final[Mapping[str, bool]] = {
+    "NodeRepair": False,
+    "ReservedCapacity": True,
+    "SpotToSpotConsolidation": False,
+    "NodeOverlay": False,
+    "StaticCapacity": False,
+    "CapacityBuffer": False,
+}
+"""Karpenter's feature gates and their defaults; any other name is rejected."""
+
+UNSUPPORTED_GATE_VALUES: Final[Mapping[str, bool]] = {
+    "NodeRepair": True,
+    "StaticCapacity": True,
+    "CapacityBuffer": True,
+    "ReservedCapacity": False,
+}
+"""Gate values Jointer does not implement: rejected at start rather than ignored."""
 
 _DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS: Final = {
@@ -61,6 +86,9 @@ class Settings:
         "INTERRUPTION_QUEUE", "", "SQS queue fed by EventBridge interruption events"
     )
     aws_region: str = _env("AWS_REGION", "", "AWS region (default: from the SDK's chain)")
+    cluster_ca_bundle: str = _env(
+        "CLUSTER_CA_BUNDLE", "", "the cluster CA (base64) nodes trust (default: DescribeCluster)"
+    )
     batch_idle_duration: str = _env("BATCH_IDLE_DURATION", "1s", "idle time that closes a batch")
     batch_max_duration: str = _env("BATCH_MAX_DURATION", "10s", "longest a batch stays open")
     log_level: str = _env("LOG_LEVEL", "info", "debug, info, warn or error")
@@ -156,14 +184,38 @@ class Settings:
         return value
 
     def gates(self) -> dict[str, bool]:
-        """FEATURE_GATES as a mapping."""
-        gates: dict[str, bool] = {}
+        """FEATURE_GATES over Karpenter's defaults; unknown or unsupported gates are errors."""
+        gates = dict(FEATURE_GATE_DEFAULTS)
         for item in filter(None, (part.strip() for part in self.feature_gates.split(","))):
             gate, _, flag = item.partition("=")
             if flag.lower() not in {"true", "false"}:
                 raise SettingsError(f"FEATURE_GATES: {item!r} is not Name=true|false")
-            gates[gate] = flag.lower() == "true"
+            if gate not in FEATURE_GATE_DEFAULTS:
+                raise SettingsError(
+                    f"FEATURE_GATES: unknown feature gate {gate!r} "
+                    f"(known: {', '.join(FEATURE_GATE_DEFAULTS)})"
+                )
+            enabled = flag.lower() == "true"
+            if UNSUPPORTED_GATE_VALUES.get(gate) is enabled:
+                raise SettingsError(
+                    f"FEATURE_GATES: {gate}={str(enabled).lower()} is not supported by Jointer"
+                )
+            gates[gate] = enabled
         return gates
+
+    def ignore_preferences(self) -> bool:
+        """PREFERENCE_POLICY=Ignore: preferred affinities and ScheduleAnyway spreads are dropped."""
+        return self.preference_policy == "Ignore"
+
+    def best_effort_min_values(self) -> bool:
+        """MIN_VALUES_POLICY=BestEffort: minValues relaxed when no launch can meet them."""
+        return self.min_values_policy == "BestEffort"
+
+    def kube_rate(self) -> tuple[float, int]:
+        """KUBE_CLIENT_QPS and KUBE_CLIENT_BURST (QPS 0: no client-side limit)."""
+        return float(_integer("KUBE_CLIENT_QPS", self.kube_client_qps)), _integer(
+            "KUBE_CLIENT_BURST", self.kube_client_burst
+        )
 
     def non_preemptible_classes(self) -> frozenset[str]:
         """JOINTER_NON_PREEMPTIBLE_PRIORITY_CLASSES as a set."""

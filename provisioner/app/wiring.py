@@ -178,6 +178,10 @@ class _StructlogHandler(logging.Handler):
         self._logger.log(record.levelno, message, **extra)
 
 
+NODE_OVERLAY_GATE: Final = "NodeOverlay"
+"""The feature gate under which NodeOverlays are watched and applied (off by default)."""
+
+
 def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
     """A private stdlib logger (not in ``logging``'s registry) that writes through ``logger``."""
     bridged = logging.Logger(name, logging.DEBUG)  # noqa: LOG001 - deliberately not global
@@ -189,12 +193,14 @@ def stdlib_logger(name: str, logger: FilteringBoundLogger) -> logging.Logger:
 # -- what the informers follow ----------------------------------------------------------------
 
 
-def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[Resource]:
+def watched_resources(
+    manager: Manager, kube: KubeClient | None = None, *, node_overlays: bool = True
+) -> list[Resource]:
     """What the informers follow.
 
     The cache's resources, every reconciler's triggers and, given ``kube``, the optional kinds
     the cluster serves: pod-group kinds and NodeOverlays (a CRD that is not installed is not
-    watched).
+    watched; NodeOverlays only with the ``NodeOverlay`` feature gate, ``node_overlays``).
     """
     optional = (*POD_GROUP_RESOURCES, NODE_OVERLAYS)
     resources = [*TRACKED_RESOURCES, JOBS]
@@ -202,7 +208,8 @@ def watched_resources(manager: Manager, kube: KubeClient | None = None) -> list[
         w.resource for r in manager.registrations for w in r.watches if w.resource not in optional
     ]
     if kube is not None:
-        resources += served_resources(kube, optional)
+        wanted = optional if node_overlays else POD_GROUP_RESOURCES
+        resources += served_resources(kube, wanted)
     return list(dict.fromkeys(resources))
 
 
@@ -281,7 +288,8 @@ def _build_aws(
     info = ClusterInfo(
         name=settings.cluster_name,
         endpoint=settings.cluster_endpoint or str(cluster["endpoint"]),
-        ca_bundle=str((cluster.get("certificateAuthority") or {}).get("data") or ""),
+        ca_bundle=settings.cluster_ca_bundle
+        or str((cluster.get("certificateAuthority") or {}).get("data") or ""),
         service_cidr=service_cidr,
         cluster_dns=_cluster_dns(service_cidr),
     )
@@ -545,7 +553,11 @@ def build_controller(
         commit="",
     ).set(1)
     closers: list[Callable[[], None]] = []
-    kube = seams.kube if seams.kube is not None else _real_kube(kubeconfig, closers)
+    kube = (
+        seams.kube
+        if seams.kube is not None
+        else _real_kube(kubeconfig, closers, rate=settings.kube_rate())
+    )
     if seams.cloud is None:
         cloud = _build_aws(settings, kube, clock, logger)
         settings = replace(settings, aws_region=cloud.region)
@@ -568,7 +580,9 @@ def build_controller(
         controllers,
         kube,
         clock=clock,
-        resources=watched_resources(manager, kube),
+        resources=watched_resources(
+            manager, kube, node_overlays=settings.gates()[NODE_OVERLAY_GATE]
+        ),
         logger=logger,
         workers=workers,
         watch_timeout=seams.watch_timeout,
@@ -615,11 +629,14 @@ def _given(source: InterruptionSource) -> InterruptionSourceFactory:
     return lambda _index, _observer: source
 
 
-def _real_kube(kubeconfig: str | None, closers: list[Callable[[], None]]) -> KubeClient:
+def _real_kube(
+    kubeconfig: str | None, closers: list[Callable[[], None]], *, rate: tuple[float, int]
+) -> KubeClient:
+    from provisioner.kube.ratelimit import TokenBucket  # noqa: PLC0415
     from provisioner.kube.real import RealKube  # noqa: PLC0415 - loads the kubernetes client
 
     try:
-        kube = RealKube.from_config(kubeconfig)
+        kube = RealKube.from_config(kubeconfig, limiter=TokenBucket(*rate))
     except Exception as error:
         where = kubeconfig or "the in-cluster service account or $KUBECONFIG"
         raise WiringError(

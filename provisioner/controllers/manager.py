@@ -85,6 +85,14 @@ class ControllerSettings(Protocol):
         """The optimiser's budget per batch."""
         ...
 
+    def ignore_preferences(self) -> bool:
+        """``PREFERENCE_POLICY=Ignore``."""
+        ...
+
+    def best_effort_min_values(self) -> bool:
+        """``MIN_VALUES_POLICY=BestEffort``."""
+        ...
+
 
 WorkItem = tuple[Reconciler, Request]
 Mapper = Callable[[WatchEvent], Iterable[Request]]
@@ -162,7 +170,10 @@ class Manager:
         self.events = EventRecorder(kube=kube, clock=clock)
         policy: Policy = "greedy" if settings.policy == "greedy" else "jointer"
         planner = planner or PlannerConfig(
-            policy=policy, time_limit_seconds=settings.solver_budget().total_seconds()
+            policy=policy,
+            time_limit_seconds=settings.solver_budget().total_seconds(),
+            ignore_preferences=settings.ignore_preferences(),
+            min_values_best_effort=settings.best_effort_min_values(),
         )
         ports = Ports(
             state=self.state,

@@ -29,6 +29,7 @@ from provisioner.kube.protocol import (
     WatchEvent,
     WatchEventType,
 )
+from provisioner.kube.ratelimit import TokenBucket
 from provisioner.kube.resource import PODS, Resource
 from provisioner.kube.selector import parse_field_selector
 
@@ -83,6 +84,8 @@ class RealKube:
         api_client: configured client (see `load_config`); closed by `close()`.
         clock: the current time, for event timestamps.
         request_timeout: seconds for non-watch requests.
+        limiter: the client-side rate limit (``KUBE_CLIENT_QPS``/``KUBE_CLIENT_BURST``);
+            every request, a watch's included, takes a token. None: unlimited.
     """
 
     def __init__(
@@ -91,15 +94,19 @@ class RealKube:
         *,
         clock: Callable[[], datetime] = _utcnow,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        limiter: TokenBucket | None = None,
     ) -> None:
         self._api = api_client
         self._clock = clock
         self._timeout = request_timeout
+        self._limiter = limiter
 
     @classmethod
-    def from_config(cls, kubeconfig: str | None = None) -> Self:
+    def from_config(
+        cls, kubeconfig: str | None = None, *, limiter: TokenBucket | None = None
+    ) -> Self:
         """Connect with `load_config(kubeconfig)`."""
-        return cls(load_config(kubeconfig))
+        return cls(load_config(kubeconfig), limiter=limiter)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -124,6 +131,8 @@ class RealKube:
         content_type: str = JSON,
         timeout: float | tuple[float, float] | None = None,
     ) -> Any:
+        if self._limiter is not None:
+            self._limiter.acquire()
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type

@@ -42,6 +42,14 @@ class SimulationSettings:
         """The optimiser's budget per batch."""
         return self.budget
 
+    def ignore_preferences(self) -> bool:
+        """``PREFERENCE_POLICY``: simulations take it from their planner config."""
+        return False
+
+    def best_effort_min_values(self) -> bool:
+        """``MIN_VALUES_POLICY``: simulations take it from their planner config."""
+        return False
+
 
 def manager_factory(ports: Ports) -> ControllerSet:
     """The production controllers on the simulation's ports."""

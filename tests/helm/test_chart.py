@@ -88,6 +88,12 @@ def test_template_fails_without_cluster_name(helm: Path) -> None:
         ("settings.batchIdleDuration=soon", "/settings/batchIdleDuration"),
         ("settings.featureGates.warpDrive=true", "warpDrive"),
         ("logLevel=trace", "/logLevel"),
+        ("settings.enableZonalShift=true", "/settings/enableZonalShift"),
+        ("settings.ignoreDRARequests=false", "/settings/ignoreDRARequests"),
+        ("settings.awsFeatureGates.nodeClassCEL=true", "/settings/awsFeatureGates/nodeClassCEL"),
+        ("settings.amiRefreshInterval=5m", "/settings/amiRefreshInterval"),
+        ("logOutputPaths[0]=/var/log/x", "/logOutputPaths/0"),
+        ("additionalClusterRoleRules[0].verbs[0]=get", "/additionalClusterRoleRules"),
     ],
 )
 def test_values_schema_rejects_bad_values(helm: Path, flag: str, message: str) -> None:
@@ -128,8 +134,8 @@ def test_nondefault_render(nondefault) -> None:
     assert len(_by_kind(nondefault, "CustomResourceDefinition")) == 4
     env = _env(nondefault)
     assert env["FEATURE_GATES"] == (
-        "CapacityBuffer=true,NodeOverlay=true,NodeRepair=true,ReservedCapacity=false,"
-        "SpotToSpotConsolidation=true,StaticCapacity=true"
+        "CapacityBuffer=false,NodeOverlay=true,NodeRepair=false,ReservedCapacity=true,"
+        "SpotToSpotConsolidation=true,StaticCapacity=false"
     )
     assert env["JOINTER_NON_PREEMPTIBLE_PRIORITY_CLASSES"] == "training-critical,inference"
     assert env["AWS_STS_REGIONAL_ENDPOINTS"] == "regional"  # controller.env passes through
@@ -342,3 +348,53 @@ def test_the_rendered_environment_is_valid_settings(
         settings.port("metrics")
         == _container(request.getfixturevalue(variant))["ports"][0]["containerPort"]
     )
+
+
+# -- Karpenter's values file ----------------------------------------------------------------------
+
+KARPENTER_DEFAULTS = Path(__file__).with_name("karpenter-values.yaml")
+"""Karpenter's chart default values file, verbatim."""
+
+
+@pytest.fixture(scope="module")
+def karpenter(render: Render) -> list[dict[str, Any]]:
+    # Karpenter's own install passes the cluster name the same way
+    return render("--values", str(KARPENTER_DEFAULTS), "--set", "settings.clusterName=prod")
+
+
+def test_karpenters_default_values_file_installs_and_runs_jointer(karpenter) -> None:
+    container = _container(karpenter)
+    assert container["image"].startswith("ghcr.io/jointer-dev/jointer:")
+    assert container["name"] == "controller"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    pod = _one(karpenter, "Deployment")["spec"]["template"]["spec"]
+    assert pod["dnsPolicy"] == "ClusterFirst"
+    assert pod["schedulerName"] == "default-scheduler"
+    assert "hostNetwork" not in pod
+    assert "terminationGracePeriodSeconds" not in pod  # Karpenter's null: Kubernetes' default
+    settings = Settings.from_environment(_env(karpenter))
+    assert settings.gates()["NodeOverlay"] is False
+
+
+def test_karpenter_keys_take_effect(render: Render) -> None:
+    objects = render(
+        "--values",
+        str(KARPENTER_DEFAULTS),
+        "--set",
+        "settings.clusterName=prod,hostNetwork=true,dnsPolicy=Default,"
+        "controller.containerName=jointer,controller.image.repository=registry.example/jointer,"
+        "controller.image.tag=1.2.3,controller.image.digest=,imagePullPolicy=Always,"
+        "controller.sidecarContainer[0].name=proxy,controller.sidecarContainer[0].image=proxy:1,"
+        "controller.sidecarVolumeMounts[0].name=tmp,controller.sidecarVolumeMounts[0].mountPath=/t,"
+        "settings.clusterCABundle=Y2E=",
+    )
+    pod = _one(objects, "Deployment")["spec"]["template"]["spec"]
+    controller, proxy = pod["containers"]
+    assert controller["name"] == "jointer"
+    assert controller["image"] == "registry.example/jointer:1.2.3"
+    assert controller["imagePullPolicy"] == "Always"
+    assert proxy["volumeMounts"] == [{"name": "tmp", "mountPath": "/t"}]
+    assert pod["hostNetwork"] is True
+    assert pod["dnsPolicy"] == "Default"
+    env = {e["name"]: e["value"] for e in controller["env"]}
+    assert Settings.from_environment(env).cluster_ca_bundle == "Y2E="

@@ -74,10 +74,15 @@ The controller image: repository@digest when a digest is set, else repository:ta
 defaults to the chart's appVersion).
 */}}
 {{- define "jointer.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- $image := .Values.image }}
+{{- $karpenter := (.Values.controller.image | default dict) }}
+{{- if and $karpenter.repository (ne $karpenter.repository "public.ecr.aws/karpenter/controller") }}
+{{- $image = $karpenter }}
+{{- end }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" (required "image.repository is required" $image.repository) (default .Chart.AppVersion $image.tag) }}
 {{- end }}
 {{- end }}
 

@@ -73,7 +73,6 @@ POD_REQUEUE: Final = timedelta(seconds=10)
 """Karpenter's ``provisioner.trigger.pod`` requeue for pods still provisionable."""
 NOT_SYNCED_REQUEUE: Final = timedelta(seconds=1)
 SHOWN_NAMES: Final = 5
-MIN_VALUES_RELAXED: Final = "false"
 
 
 def is_provisionable(pod: Pod) -> bool:
@@ -120,18 +119,51 @@ def _nodeclass_label(nodepool: NodePool) -> str:
 # --- the view --------------------------------------------------------------------------------
 
 
+def without_preferences(pod: Pod) -> Pod:
+    """``pod`` without preferred (anti-)affinities and ``ScheduleAnyway`` spreads.
+
+    ``PREFERENCE_POLICY=Ignore``: Karpenter then neither tries nor relaxes preferences.
+    """
+    spec = pod.spec
+    spreads = tuple(
+        c for c in spec.topology_spread_constraints if c.when_unsatisfiable != "ScheduleAnyway"
+    )
+    affinity = spec.affinity
+    if affinity is not None:
+        update: dict[str, Any] = {}
+        for name in ("node_affinity", "pod_affinity", "pod_anti_affinity"):
+            part = getattr(affinity, name)
+            if part is not None and part.preferred_during_scheduling_ignored_during_execution:
+                update[name] = part.model_copy(
+                    update={"preferred_during_scheduling_ignored_during_execution": ()}
+                )
+        affinity = affinity.model_copy(update=update) if update else affinity
+    if affinity is spec.affinity and len(spreads) == len(spec.topology_spread_constraints):
+        return pod
+    new_spec = spec.model_copy(
+        update={"affinity": affinity, "topology_spread_constraints": spreads}
+    )
+    return pod.model_copy(update={"spec": new_spec})
+
+
 def build_view(
-    snapshot: Snapshot, pools: Sequence[PoolTemplate], *, region: str = ""
+    snapshot: Snapshot,
+    pools: Sequence[PoolTemplate],
+    *,
+    region: str = "",
+    ignore_preferences: bool = False,
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
     The view's nodes are the snapshot's state nodes (registered Nodes and in-flight
     NodeClaims); a nominated pod appears bound to the state node of its NodeClaim, so its
-    capacity is spent there.
+    capacity is spent there. With ``ignore_preferences`` every pod loses its preferences.
     """
     pods: list[Pod] = []
     target = {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
     for key, pod in snapshot.pods.items():
+        if ignore_preferences:
+            pod = without_preferences(pod)  # noqa: PLW2901
         node = target.get(key)
         if node is not None and not pod.spec.node_name:
             spec = pod.spec.model_copy(update={"node_name": node})
@@ -199,7 +231,12 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read.
     """
-    view = build_view(snapshot, [template for _, template in pools.values()], region=region)
+    view = build_view(
+        snapshot,
+        [template for _, template in pools.values()],
+        region=region,
+        ignore_preferences=planner.ignore_preferences,
+    )
     return plan(view, planner)
 
 
@@ -270,6 +307,10 @@ def _requirements(
     if type_min is not None:
         type_term["minValues"] = type_min
     terms.append(type_term)
+    if claim.min_values_relaxed:  # BestEffort: each minValues lowered to what the launch keeps
+        for term in terms:
+            if "minValues" in term and term.get("values"):
+                term["minValues"] = min(int(term["minValues"]), len(term["values"]))
     terms.append(
         {
             "key": wk.LABEL_CAPACITY_TYPE,
@@ -331,6 +372,8 @@ def nodeclaim_body(
         },
         "spec": spec,
     }
+    if claim.min_values_relaxed:
+        body["metadata"]["annotations"][wk.ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED] = "true"
     parse_object(NodeClaim, body, kind="NodeClaim")
     return body
 
@@ -523,7 +566,9 @@ class ProvisioningController(ControllerBase):
             **{"instance-types": _names(list(claim.instance_types))},
         )
         self._metrics.nodeclaims_created.labels(
-            reason="provisioned", nodepool=nodepool.name, min_values_relaxed=MIN_VALUES_RELAXED
+            reason="provisioned",
+            nodepool=nodepool.name,
+            min_values_relaxed=str(claim.min_values_relaxed).lower(),
         ).inc()
         for pod in pods:
             self._nominate(pod, name, "", now)

@@ -41,6 +41,7 @@ class NodeClaimPlan:
     price_per_hour: float
     requests: Mapping[str, int]
     pods: tuple[str, ...]
+    min_values_relaxed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The ``nodeClaims[]`` entry of plan.md."""

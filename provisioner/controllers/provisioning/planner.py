@@ -62,6 +62,11 @@ class PlannerConfig:
         random_seed: CP-SAT seed.
         deterministic_time: CP-SAT deterministic budget (tests), or None.
         log: receives solver progress lines.
+        ignore_preferences: ``PREFERENCE_POLICY=Ignore``: preferred affinities and
+            ``ScheduleAnyway`` spreads are dropped before planning.
+        min_values_best_effort: ``MIN_VALUES_POLICY=BestEffort``: a NodeClaim whose
+            candidates cannot meet ``minValues`` lists them all instead of failing, and is
+            annotated ``karpenter.sh/nodeclaim-min-values-relaxed: "true"``.
     """
 
     policy: Policy = "jointer"
@@ -71,6 +76,8 @@ class PlannerConfig:
     random_seed: int = 0
     deterministic_time: float | None = None
     log: Callable[[str], None] | None = None
+    ignore_preferences: bool = False
+    min_values_best_effort: bool = False
 
 
 def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
@@ -84,7 +91,9 @@ def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
         started = time.monotonic()
         build = build_problem(view)
         solution = _solve(build, config, spent=time.monotonic() - started)
-        return _to_plan(build, solution, time.monotonic() - started)
+        return _to_plan(
+            build, solution, time.monotonic() - started, best_effort=config.min_values_best_effort
+        )
 
 
 @contextmanager
@@ -125,13 +134,13 @@ def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:
     )
 
 
-def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
+def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: bool) -> Plan:
     queues = {key: list(pods) for key, pods in build.class_pods.items()}
     claims: list[NodeClaimPlan] = []
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
     budgets = _limit_budgets(build, [build.options[b.bin_type] for b in solution.new_bins])
     fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
-    launchable = _by_launch_target(build.options)
+    launchable = _by_launch_target(build.options, best_effort=best_effort)
     for index, new_bin in enumerate(solution.new_bins):
         option = build.options[new_bin.bin_type]
         pods = [
@@ -254,12 +263,16 @@ def _launch_target(option: Option) -> tuple[str, str, str]:
     return (option.pool.name, option.offering.zone, option.offering.capacity_type)
 
 
-def _by_launch_target(options: Mapping[str, Option]) -> dict[tuple[str, str, str], _TargetIndex]:
+def _by_launch_target(
+    options: Mapping[str, Option], *, best_effort: bool = False
+) -> dict[tuple[str, str, str], _TargetIndex]:
     """Options grouped by what one NodeClaim launch shares: pool, zone and capacity type."""
     groups: dict[tuple[str, str, str], list[Option]] = {}
     for option in options.values():
         groups.setdefault(_launch_target(option), []).append(option)
-    return {target: _TargetIndex(members) for target, members in groups.items()}
+    return {
+        target: _TargetIndex(members, best_effort=best_effort) for target, members in groups.items()
+    }
 
 
 class _TargetIndex:
@@ -271,7 +284,8 @@ class _TargetIndex:
     instead of testing every option.
     """
 
-    def __init__(self, options: Sequence[Option]) -> None:
+    def __init__(self, options: Sequence[Option], *, best_effort: bool = False) -> None:
+        self.best_effort = best_effort
         self.options = sorted(options, key=lambda o: (o.price, o.instance_type.name))
         self._bit = {o.id: 1 << i for i, o in enumerate(self.options)}
         self._all = (1 << len(self.options)) - 1
@@ -334,8 +348,9 @@ class _TargetIndex:
         """What a NodeClaim whose candidates are ``mask`` lists (cached per mask).
 
         The candidates cheapest first, cut to Karpenter's cap (further when the pool's
-        ``minValues`` need it), or None when ``minValues`` cannot be met. A launch target has
-        one pool and one option per instance type, so the names are unique.
+        ``minValues`` need it), or None when ``minValues`` cannot be met (under BestEffort:
+        every candidate, marked relaxed). A launch target has one pool and one option per
+        instance type, so the names are unique.
         """
         if mask in self._listings:
             return self._listings[mask]
@@ -343,13 +358,17 @@ class _TargetIndex:
         listing: _Listing | None = None
         requirements = unique[0].pool.requirements
         length: int | None = len(unique)
+        relaxed = False
         if requirements.has_min_values():
             length = requirements.min_values_prefix([o.labels for o in unique])
+            if length is None and self.best_effort:
+                length, relaxed = len(unique), True
             if length is not None:
                 unique = unique[: max(length, min(len(unique), MAX_INSTANCE_TYPES))]
         if length is not None:
             unique = unique[:MAX_INSTANCE_TYPES]
-            listing = _Listing(tuple(unique), tuple(o.instance_type.name for o in unique))
+            names = tuple(o.instance_type.name for o in unique)
+            listing = _Listing(tuple(unique), names, relaxed)
         self._listings[mask] = listing
         return listing
 
@@ -359,6 +378,7 @@ class _Listing(NamedTuple):
 
     options: tuple[Option, ...]
     names: tuple[str, ...]
+    relaxed: bool = False
 
 
 def _node_claim(
@@ -399,6 +419,7 @@ def _node_claim(
         price_per_hour=cheapest.price,
         requests=requests,
         pods=tuple(pod.key for pod in pods),
+        min_values_relaxed=listing.relaxed,
     )
 
 

@@ -172,6 +172,11 @@ def test_nodeoverlays_are_not_watched_where_the_crd_is_not_served():
     assert NODE_OVERLAYS in watched_resources(w.manager, w.kube)
 
 
+def test_nodeoverlays_are_not_watched_with_the_feature_gate_off():
+    w = World()
+    assert NODE_OVERLAYS not in watched_resources(w.manager, w.kube, node_overlays=False)
+
+
 def test_pending_pods_become_a_ready_nodeclaim():
     w = World()
     w.kube.create(NODE_POOLS, nodepool())

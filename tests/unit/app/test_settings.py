@@ -55,4 +55,48 @@ def test_parse_go_duration(text, seconds):
 
 def test_feature_gates_parse():
     settings = Settings.from_environment({"FEATURE_GATES": "SpotToSpotConsolidation=true"})
-    assert settings.gates() == {"SpotToSpotConsolidation": True}
+    assert settings.gates()["SpotToSpotConsolidation"] is True
+
+
+def test_feature_gates_default_to_karpenters():
+    gates = Settings.from_environment({}).gates()
+    assert gates["ReservedCapacity"] is True
+    assert gates["NodeOverlay"] is False
+    assert gates["SpotToSpotConsolidation"] is False
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("NodeRepair=true", "NodeRepair=true is not supported"),
+        ("StaticCapacity=true", "StaticCapacity=true is not supported"),
+        ("CapacityBuffer=true", "CapacityBuffer=true is not supported"),
+        ("ReservedCapacity=false", "ReservedCapacity=false is not supported"),
+        ("Nodeoverlay=true", "unknown feature gate 'Nodeoverlay'"),
+    ],
+)
+def test_unsupported_or_unknown_gates_are_rejected_by_name(value, message):
+    with pytest.raises(SettingsError, match=f"FEATURE_GATES: .*{message}"):
+        Settings.from_environment({"FEATURE_GATES": value})
+
+
+def test_karpenters_default_gates_are_accepted():
+    value = (
+        "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,"
+        "NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
+    )
+    assert Settings.from_environment({"FEATURE_GATES": value}).gates()["NodeRepair"] is False
+
+
+def test_policies_and_rate_limits():
+    settings = Settings.from_environment(
+        {
+            "PREFERENCE_POLICY": "Ignore",
+            "MIN_VALUES_POLICY": "BestEffort",
+            "KUBE_CLIENT_QPS": "50",
+            "KUBE_CLIENT_BURST": "70",
+        }
+    )
+    assert settings.ignore_preferences()
+    assert settings.best_effort_min_values()
+    assert settings.kube_rate() == (50.0, 70)

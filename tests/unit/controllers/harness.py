@@ -139,7 +139,11 @@ class Harness:
             settings=self.settings,
             logger=logger,
             metrics=Metrics(self.registry),
-            planner=PlannerConfig(policy="greedy"),
+            planner=PlannerConfig(
+                policy="greedy",
+                ignore_preferences=self.settings.ignore_preferences(),
+                min_values_best_effort=self.settings.best_effort_min_values(),
+            ),
         )
         self.queue: dict[tuple[str, Request], tuple[datetime, _Item]] = {}
         self.unsubscribe = self.kube.subscribe(self._on_event)

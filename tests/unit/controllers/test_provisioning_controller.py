@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import structlog
+from prometheus_client import CollectorRegistry
 
 from provisioner.apis.base import parse_object
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.app.settings import Settings
+from provisioner.controllers.manager import Manager
+from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.kube.resource import NODE_POOLS, PODS, Resource
 from tests.unit.controllers.harness import Harness, nodepool, pending_pod
@@ -197,3 +201,92 @@ def test_batcher_is_built_from_settings():
     batcher: Batcher = h.manager.provisioner.batcher
     assert batcher.idle.total_seconds() == 3
     assert batcher.max.total_seconds() == 5
+
+
+# -- PREFERENCE_POLICY and MIN_VALUES_POLICY ------------------------------------------------------
+
+
+def _types_of(claim: dict[str, Any]) -> list[str]:
+    return list(requirement(claim, "node.kubernetes.io/instance-type").get("values", []))
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("Respect", "c.2xlarge"), ("Ignore", "c.large")])
+def test_preference_policy_ignore_drops_preferred_affinity(policy: str, expected: str):
+    h = Harness(settings=Settings(policy="greedy", preference_policy=policy))
+    h.create(NODE_POOLS, nodepool())
+    h.run()
+    prefer = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {
+                        "matchExpressions": [
+                            {
+                                "key": "node.kubernetes.io/instance-type",
+                                "operator": "In",
+                                "values": ["c.2xlarge"],
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+    }
+    h.create(PODS, pending_pod("picky", affinity=prefer))
+    h.run(2)
+    [claim] = h.claims()
+    assert _types_of(claim)[0] == expected
+
+
+def _min_values_pool() -> dict[str, Any]:
+    return nodepool(
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 5},
+        ]
+    )
+
+
+def test_min_values_strict_launches_nothing_it_cannot_meet():
+    h = Harness(settings=Settings(policy="greedy", min_values_policy="Strict"))
+    h.create(NODE_POOLS, _min_values_pool())
+    h.run()
+    h.create(PODS, pending_pod("web-0"))
+    h.run(2)
+    assert h.claims() == []
+
+
+def test_min_values_best_effort_relaxes_and_says_so():
+    h = Harness(settings=Settings(policy="greedy", min_values_policy="BestEffort"))
+    h.create(NODE_POOLS, _min_values_pool())
+    h.run()
+    h.create(PODS, pending_pod("web-0"))
+    h.run(2)
+    [claim] = h.claims()
+    assert claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-min-values-relaxed"] == "true"
+    assert set(_types_of(claim)) == {"c.large", "c.xlarge", "c.2xlarge"}
+    assert (
+        h.metric(
+            "karpenter_nodeclaims_created_total",
+            reason="provisioned",
+            nodepool="default",
+            min_values_relaxed="true",
+        )
+        == 1
+    )
+
+
+def test_the_manager_plans_with_the_settings_policies():
+    h = Harness()
+    manager = Manager(
+        kube=h.kube,
+        cloud=h.cloud,
+        clock=h.clock,
+        settings=Settings(preference_policy="Ignore", min_values_policy="BestEffort"),
+        logger=structlog.get_logger(),
+        metrics=Metrics(CollectorRegistry()),
+    )
+    config = manager.provisioner._planner
+    assert config.ignore_preferences
+    assert config.min_values_best_effort
