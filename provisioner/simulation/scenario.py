@@ -7,6 +7,9 @@ message names the step (index and time) and the field, e.g.::
 
     demo.yaml: spec.steps[3] (at 15m): capacityOutage.for: required value
 
+Besides the step kinds of the spec, ``karpenterNodes`` seeds nodes as Karpenter leaves them
+(:mod:`provisioner.simulation.adopt`), for migrations.
+
 Inline ``apply`` documents and ``applyFile`` files are parsed here too, so a scenario that
 cannot be replayed is rejected before anything runs.
 """
