@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -202,6 +202,11 @@ class FakeCloudProvider:
             self.instance_types_calls.append(nodepool)
             self._check_node_class(nodepool.node_class.name)
             return self._current_types()
+
+    def restamp(self, claim: CloudNodeClaim, *, drifted: bool) -> Mapping[str, str]:
+        """Nothing: the fake provider stamps no hash."""
+        del claim, drifted
+        return {}
 
     def is_drifted(self, claim: CloudNodeClaim) -> str | None:
         """``drifted``."""

@@ -215,3 +215,13 @@ class CloudProvider(Protocol):
         NodeClass name. Providers answer None when they cannot tell (NodeClass gone).
         """
         ...
+
+    def restamp(self, claim: CloudNodeClaim, *, drifted: bool) -> Mapping[str, str]:
+        """Annotations to set on a NodeClaim stamped under another of the provider's hash versions.
+
+        Karpenter's NodeClass hash controller: a NodeClaim whose NodeClass hash annotation has a
+        version the provider does not compute (one launched by Karpenter) gets the current
+        version and, unless ``drifted``, the current hash. Empty when nothing is to change or
+        the NodeClass is unknown.
+        """
+        ...

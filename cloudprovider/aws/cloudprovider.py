@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final, Protocol
 
@@ -28,6 +28,7 @@ from cloudprovider.aws.drift import (
     dynamic_drift,
     nodeclass_annotations,
     nodeclass_hash,
+    restamp_nodeclass,
     static_drift,
 )
 from cloudprovider.aws.errors import (
@@ -522,6 +523,13 @@ class AwsCloudProvider:
             raise
 
     # --- drift ---------------------------------------------------------------------------------
+
+    def restamp(self, claim: CloudNodeClaim, *, drifted: bool) -> Mapping[str, str]:
+        """See :meth:`CloudProvider.restamp` (``karpenter.k8s.aws/ec2nodeclass-hash[-version]``)."""
+        nodeclass = self.nodeclasses.get_nodeclass(claim.node_class)
+        if nodeclass is None:
+            return {}
+        return restamp_nodeclass(nodeclass, claim.annotations, drifted=drifted)
 
     def is_drifted(self, claim: CloudNodeClaim) -> str | None:
         """See :meth:`CloudProvider.is_drifted`."""

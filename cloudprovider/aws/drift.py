@@ -22,19 +22,24 @@ from provisioner.apis.labels import (
     ANNOTATION_EC2NODECLASS_HASH,
     ANNOTATION_EC2NODECLASS_HASH_VERSION,
 )
+from provisioner.apis.nodepool import restamp
 
 __all__ = [
+    "KARPENTER_NODECLASS_HASH_VERSION",
     "NODECLASS_HASH_VERSION",
     "dynamic_drift",
     "nodeclass_annotations",
     "nodeclass_hash",
+    "restamp_nodeclass",
     "static_drift",
 ]
 
 # Jointer's hash is not Karpenter's hashstructure value, so it carries its own version: claims
-# annotated by Karpenter (``v5``) are then skipped by the static check instead of all reported
-# drifted after a migration.
+# annotated by Karpenter (``v5``) are skipped by the static check and re-stamped
+# (:func:`restamp_nodeclass`) instead of all reported drifted after a migration.
 NODECLASS_HASH_VERSION: Final = "jointer-v1"
+KARPENTER_NODECLASS_HASH_VERSION: Final = "v5"
+"""The version Karpenter's AWS provider writes (``v3`` in v1.0.0); never written by Jointer."""
 # Selector results drift dynamically (checked against resolved resources), not by hash.
 _DYNAMIC_FIELDS: Final = frozenset(
     {
@@ -60,6 +65,20 @@ def nodeclass_annotations(nodeclass: EC2NodeClass) -> dict[str, str]:
         ANNOTATION_EC2NODECLASS_HASH: nodeclass_hash(nodeclass),
         ANNOTATION_EC2NODECLASS_HASH_VERSION: NODECLASS_HASH_VERSION,
     }
+
+
+def restamp_nodeclass(
+    nodeclass: EC2NodeClass, annotations: Mapping[str, str], *, drifted: bool
+) -> dict[str, str]:
+    """AWS ``nodeclass.hash``: the changes for a claim stamped under another hash version."""
+    return restamp(
+        annotations,
+        hash_key=ANNOTATION_EC2NODECLASS_HASH,
+        version_key=ANNOTATION_EC2NODECLASS_HASH_VERSION,
+        current_hash=nodeclass_hash(nodeclass),
+        version=NODECLASS_HASH_VERSION,
+        drifted=drifted,
+    )
 
 
 def static_drift(nodeclass: EC2NodeClass, annotations: Mapping[str, str]) -> str | None:

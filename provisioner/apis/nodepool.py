@@ -10,7 +10,9 @@ domains, duplicate taints); each problem names its field path.
 Not checked (they need the previous object): the immutability of ``nodeClassRef.group``/``kind`` and
 switching between static (``replicas``) and dynamic provisioning.
 
-:func:`nodepool_hash` is the static-drift hash of ``spec.template`` (:data:`NODEPOOL_HASH_VERSION`).
+:func:`nodepool_hash` is the static-drift hash of ``spec.template`` (:data:`NODEPOOL_HASH_VERSION`);
+:func:`restamp` is what Karpenter's hash controllers do to a NodeClaim stamped under another hash
+version (a NodeClaim Karpenter launched, taken over by Jointer, or the reverse).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "DEFAULT_BUDGET_NODES",
     "DEFAULT_CONSOLIDATE_AFTER",
     "DEFAULT_CONSOLIDATION_POLICY",
+    "KARPENTER_NODEPOOL_HASH_VERSION",
     "MAX_BUDGETS",
     "MAX_TEMPLATE_LABELS",
     "NODEPOOL_API_VERSION",
@@ -70,12 +73,20 @@ __all__ = [
     "NodePoolStatus",
     "NodePoolTemplateSpec",
     "nodepool_hash",
+    "restamp",
 ]
 
 NODEPOOL_API_VERSION: Final = "karpenter.sh/v1"
 NODEPOOL_KIND: Final = "NodePool"
-NODEPOOL_HASH_VERSION: Final = "v3"
-"""Written to ``karpenter.sh/nodepool-hash-version``; another version means re-hash, not drift."""
+NODEPOOL_HASH_VERSION: Final = "jointer-v1"
+"""Written to ``karpenter.sh/nodepool-hash-version``; another version means re-stamp, not drift.
+
+Jointer's hash is not Karpenter's hashstructure value, so its version is its own: a NodeClaim
+Karpenter stamped (:data:`KARPENTER_NODEPOOL_HASH_VERSION`) is re-stamped when Jointer takes it
+over, never drifted, and Karpenter re-stamps Jointer's claims the same way when it takes them back.
+"""
+KARPENTER_NODEPOOL_HASH_VERSION: Final = "v3"
+"""The version Karpenter v1 writes (``c/nodepool/hash``); never written by Jointer."""
 
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
 CONSOLIDATION_POLICIES: Final[tuple[ConsolidationPolicy, ...]] = (
@@ -446,8 +457,8 @@ def nodepool_hash(nodepool: NodePool) -> str:
     does not matter, zero values (``""``, ``0``, ``false``, empty lists/maps, unset) are the same
     as absent, and durations are hashed by value (``720h`` = ``720h0m0s``). The digest is SHA-256 of
     canonical JSON, reported as the decimal value of its first 8 bytes (the shape of Karpenter's
-    uint64 hashes; the values differ from Karpenter's, so a fleet moved from Karpenter re-hashes
-    under a version mismatch rather than drifting).
+    uint64 hashes; the values differ from Karpenter's, so a fleet moved from Karpenter is
+    re-stamped under a version mismatch rather than drifting, see :func:`restamp`).
     """
     template = to_wire(nodepool.spec.template)
     spec = template.setdefault("spec", {})
@@ -458,3 +469,26 @@ def nodepool_hash(nodepool: NodePool) -> str:
     encoded = json.dumps(_canonical(template) or {}, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(encoded.encode("utf-8")).digest()
     return str(int.from_bytes(digest[:8], "big"))
+
+
+def restamp(
+    annotations: Mapping[str, str],
+    *,
+    hash_key: str,
+    version_key: str,
+    current_hash: str,
+    version: str,
+    drifted: bool,
+) -> dict[str, str]:
+    """The annotations to set on a NodeClaim stamped under another hash version ({} if none).
+
+    Karpenter's ``nodepool.hash`` (and AWS ``nodeclass.hash``) controllers: a hash of another
+    version cannot be compared, so the claim takes the current version and, unless it is already
+    ``Drifted`` (which then stays, it cannot be re-evaluated), the current hash.
+    """
+    if annotations.get(version_key) == version:
+        return {}
+    changes = {version_key: version}
+    if not drifted:
+        changes[hash_key] = current_hash
+    return changes

@@ -23,7 +23,8 @@ from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis.core import Pod
-from provisioner.apis.labels import LABEL_NODEPOOL
+from provisioner.apis.labels import ANNOTATION_NODEPOOL_HASH_VERSION, LABEL_NODEPOOL
+from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.disruption.controllers import DisruptionControllers
 from provisioner.controllers.events import EventRecorder
@@ -37,6 +38,7 @@ from provisioner.controllers.nodeclaim.garbagecollection import (
 from provisioner.controllers.nodeclaim.lifecycle import LifecycleController
 from provisioner.controllers.nodeoverlay.controller import NodeOverlayController
 from provisioner.controllers.nodepool.controller import NodePoolController
+from provisioner.controllers.nodepool.hash import NodePoolHashController
 from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
@@ -205,6 +207,7 @@ class Manager:
             config=self.disruption.config,
         )
         self.nodepools = NodePoolController(ports=ports)
+        self.hashes = NodePoolHashController(ports=ports)
         self.overlays = NodeOverlayController(ports=ports)
         self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
         self.registrations: tuple[Registration, ...] = self._registrations()
@@ -264,6 +267,11 @@ class Manager:
             Registration(
                 self.nodepools,
                 (Watch(NODE_POOLS, m.pool_by_name), Watch(NODE_CLAIMS, m.pool_of_claim)),
+                m.pools,
+            ),
+            Registration(
+                self.hashes,
+                (Watch(NODE_POOLS, m.pool_by_name), Watch(NODE_CLAIMS, m.pool_of_foreign_claim)),
                 m.pools,
             ),
             Registration(self.overlays, (Watch(NODE_OVERLAYS, m.pool_by_name),), m.overlays),
@@ -336,6 +344,16 @@ class _Mappers:
     def pool_of_claim(event: WatchEvent) -> list[Request]:
         pool = event.object.get("metadata", {}).get("labels", {}).get(LABEL_NODEPOOL)
         return [Request(name=str(pool))] if pool else []
+
+    @staticmethod
+    def pool_of_foreign_claim(event: WatchEvent) -> list[Request]:
+        """The pool of a NodeClaim stamped under another hash version (Karpenter's)."""
+        if event.type == WatchEventType.DELETED:
+            return []
+        annotations = event.object.get("metadata", {}).get("annotations") or {}
+        if annotations.get(ANNOTATION_NODEPOOL_HASH_VERSION) == NODEPOOL_HASH_VERSION:
+            return []
+        return _Mappers.pool_of_claim(event)
 
     @staticmethod
     def pool_by_name(event: WatchEvent) -> list[Request]:

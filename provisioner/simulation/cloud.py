@@ -31,7 +31,7 @@ import json
 import logging
 import threading
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -505,6 +505,44 @@ class MotoCloud:
         reservations = ec2.describe_instances(**kwargs)["Reservations"]
         found = [i for r in reservations for i in r["Instances"]]
         return sorted(found, key=lambda i: str(i.get("InstanceId")))
+
+    def run_instance(
+        self,
+        *,
+        image_id: str,
+        instance_type: str,
+        zone: str,
+        security_group_ids: Sequence[str],
+        tags: Mapping[str, str],
+        capacity_type: str,
+    ) -> dict[str, Any]:
+        """Launch one instance outside Jointer (as another controller did) and record it."""
+        params: dict[str, Any] = {
+            "ImageId": image_id,
+            "InstanceType": instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "SubnetId": self.subnets[zone],
+            "SecurityGroupIds": list(security_group_ids),
+            "TagSpecifications": [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        }
+        if capacity_type == CAPACITY_TYPE_SPOT:
+            params["InstanceMarketOptions"] = {"MarketType": "spot"}
+        instance: dict[str, Any] = self._admin["ec2"].run_instances(**params)["Instances"][0]
+        instance_id = str(instance["InstanceId"])
+        self.launches[instance_id] = Launch(
+            instance_id=instance_id,
+            at=self.timeline.now,
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=capacity_type,
+        )
+        return instance
 
     def terminate(self, instance_id: str) -> None:
         """Terminate an instance as EC2 does after a spot interruption warning."""

@@ -129,6 +129,10 @@ class Kubelet:
             return
         self._node_of_instance[instance_id] = name_of(node)
 
+    def adopt(self, instance_id: str, node: str) -> None:
+        """Run ``node`` (created Ready by someone else) as the Node of ``instance_id``."""
+        self._node_of_instance[instance_id] = node
+
     def _claim(self, name: str) -> JsonObject | None:
         if not name:
             return None

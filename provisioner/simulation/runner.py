@@ -51,6 +51,7 @@ from provisioner.kube.resource import (
     Resource,
 )
 from provisioner.runtime.reconciler import Request
+from provisioner.simulation.adopt import SeedError, seed
 from provisioner.simulation.cloud import Launch, MotoCloud, Outage
 from provisioner.simulation.driver import ControllerCrash, ControllerDriver, Controllers
 from provisioner.simulation.kinds import (
@@ -67,6 +68,7 @@ from provisioner.simulation.scenario import (
     ApplyStep,
     CapacityOutageStep,
     DeleteStep,
+    KarpenterNodesStep,
     RestartControllerStep,
     ScaleStep,
     Scenario,
@@ -409,6 +411,8 @@ class Simulation:
                     self._interrupt(action)
                 case RestartControllerStep():
                     self.restart_controllers("restartController step")
+                case KarpenterNodesStep():
+                    self._seed_karpenter(action)
 
         return run
 
@@ -503,6 +507,34 @@ class Simulation:
             self._note(
                 "ScaleSkipped", f"{step.kind} {step.namespace}/{step.name} not found", "Warning"
             )
+
+    def _seed_karpenter(self, step: KarpenterNodesStep) -> None:
+        world = self.world
+        aws = build_aws(
+            account=world.account,
+            kube=world.kube,
+            source=world.source,
+            timer=world.timeline.timer,
+        )
+        try:
+            names = seed(
+                step,
+                kube=world.kube,
+                account=world.account,
+                kubelet=world.kubelet,
+                catalog=world.source.catalog(),
+                resolve=aws.cloud.resolver.resolve,
+                rng=self._rng,
+                region=self.scenario.region,
+                now=world.timeline.clock.now(),
+            )
+        except SeedError as error:
+            self._note("KarpenterNodesFailed", f"karpenterNodes: {error}", "Warning")
+            return
+        self._note(
+            "KarpenterNodesSeeded",
+            f"{len(names)} node(s) as Karpenter launched them in NodePool {step.nodepool}",
+        )
 
     def _outage(self, step: CapacityOutageStep) -> None:
         world = self.world

@@ -7,6 +7,9 @@ message names the step (index and time) and the field, e.g.::
 
     demo.yaml: spec.steps[3] (at 15m): capacityOutage.for: required value
 
+Besides the step kinds of the spec, ``karpenterNodes`` seeds nodes as Karpenter leaves them
+(:mod:`provisioner.simulation.adopt`), for migrations.
+
 Inline ``apply`` documents and ``applyFile`` files are parsed here too, so a scenario that
 cannot be replayed is rejected before anything runs.
 """
@@ -31,6 +34,8 @@ __all__ = [
     "CapacityOutageStep",
     "DeleteSelector",
     "DeleteStep",
+    "KarpenterNode",
+    "KarpenterNodesStep",
     "RestartControllerStep",
     "ScaleStep",
     "Scenario",
@@ -56,6 +61,7 @@ _ACTIONS: Final = (
     "capacityOutage",
     "spotInterruption",
     "restartController",
+    "karpenterNodes",
 )
 
 
@@ -134,6 +140,29 @@ class RestartControllerStep:
     """Tear the controllers down and start them again from the cluster and EC2."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KarpenterNode:
+    """``count`` nodes of one instance type, zone and capacity type."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str = CAPACITY_TYPE_ON_DEMAND
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KarpenterNodesStep:
+    """Nodes Karpenter launched before Jointer took over (instances, NodeClaims, Nodes).
+
+    Attributes:
+        nodepool: the NodePool they belong to (applied before).
+        nodes: what to seed.
+    """
+
+    nodepool: str
+    nodes: tuple[KarpenterNode, ...]
+
+
 StepAction = (
     ApplyStep
     | DeleteStep
@@ -141,6 +170,7 @@ StepAction = (
     | CapacityOutageStep
     | SpotInterruptionStep
     | RestartControllerStep
+    | KarpenterNodesStep
 )
 
 
@@ -171,6 +201,7 @@ _ACTION_NAMES: Final[Mapping[type, str]] = {
     CapacityOutageStep: "capacityOutage",
     SpotInterruptionStep: "spotInterruption",
     RestartControllerStep: "restartController",
+    KarpenterNodesStep: "karpenterNodes",
 }
 
 
@@ -376,6 +407,8 @@ class _Reader:
                 action = self.outage(value)
             case "spotInterruption":
                 action = self.interruption(value)
+            case "karpenterNodes":
+                action = self.karpenter_nodes(value)
             case _:
                 self.only(self.mapping(value or {}, kind), (), kind)
                 action = RestartControllerStep()
@@ -525,3 +558,35 @@ class _Reader:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise self.fail("spotInterruption.count", f"must be a positive integer, got {count!r}")
         return SpotInterruptionStep(node_selector=dict(selector), count=count)
+
+    def karpenter_nodes(self, value: object) -> KarpenterNodesStep:
+        entry = self.mapping(value, "karpenterNodes")
+        self.only(entry, ("nodePool", "nodes"), "karpenterNodes")
+        nodepool = str(self.string(entry.get("nodePool"), "karpenterNodes.nodePool"))
+        raw = entry.get("nodes")
+        if not isinstance(raw, list) or not raw:
+            raise self.fail("karpenterNodes.nodes", f"must be a non-empty list, got {raw!r}")
+        nodes = []
+        for number, item in enumerate(raw):
+            path = f"karpenterNodes.nodes[{number}]"
+            node = self.mapping(item, path)
+            self.only(node, ("instanceType", "zone", "capacityType", "count"), path)
+            capacity_type = node.get("capacityType", CAPACITY_TYPE_ON_DEMAND)
+            if capacity_type not in (CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND):
+                raise self.fail(
+                    f"{path}.capacityType", f"must be spot or on-demand, got {capacity_type!r}"
+                )
+            count = node.get("count", 1)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise self.fail(f"{path}.count", f"must be a positive integer, got {count!r}")
+            nodes.append(
+                KarpenterNode(
+                    instance_type=str(
+                        self.string(node.get("instanceType"), f"{path}.instanceType")
+                    ),
+                    zone=str(self.string(node.get("zone"), f"{path}.zone")),
+                    capacity_type=str(capacity_type),
+                    count=count,
+                )
+            )
+        return KarpenterNodesStep(nodepool=nodepool, nodes=tuple(nodes))

@@ -13,6 +13,7 @@ from provisioner.simulation.scenario import (
     ApplyStep,
     CapacityOutageStep,
     DeleteStep,
+    KarpenterNodesStep,
     RestartControllerStep,
     ScaleStep,
     ScenarioError,
@@ -43,6 +44,7 @@ SCENARIO_FILES = sorted(p for p in SCENARIOS.glob("*.yaml") if p.name != "nodecl
 
 def test_the_acceptance_scenarios_are_bundled() -> None:
     assert [p.stem for p in SCENARIO_FILES] == [
+        "adopt-from-karpenter",
         "controller-restart",
         "deployment-0-to-200",
         "kai-gang-8-gpus",
@@ -83,6 +85,13 @@ def test_every_step_kind_is_read() -> None:
             },
             {"at": "4m", "spotInterruption": {"nodeSelector": {"a": "b"}, "count": 2}},
             {"at": "5m", "restartController": {}},
+            {
+                "at": "6m",
+                "karpenterNodes": {
+                    "nodePool": "general",
+                    "nodes": [{"instanceType": "c6a.xlarge", "zone": "us-west-2a", "count": 2}],
+                },
+            },
             region="us-west-2",
             clusterName="c1",
             nodeStartup="1m30s",
@@ -100,7 +109,13 @@ def test_every_step_kind_is_read() -> None:
         CapacityOutageStep,
         SpotInterruptionStep,
         RestartControllerStep,
+        KarpenterNodesStep,
     ]
+    seeded = parsed.steps[6].action
+    assert isinstance(seeded, KarpenterNodesStep)
+    assert seeded.nodes[0].count == 2
+    assert seeded.nodes[0].capacity_type == "on-demand"
+    assert parsed.steps[6].kind == "karpenterNodes"
     outage = parsed.steps[3].action
     assert isinstance(outage, CapacityOutageStep)
     assert outage.instance_types == frozenset()  # "*" means every type

@@ -8,8 +8,9 @@ run again and the reconciler returns the earliest (Karpenter's lifecycle control
    Insufficient capacity or a NodeClass that is not ready deletes the claim (its pods are
    re-planned); other failures set ``Launched=Unknown`` and retry.
 2. **Registration** (``Registered``): the Node with the claim's providerID appears; it gets the
-   claim's labels, taints and startup taints, the termination finalizer and an owner reference,
-   and loses ``karpenter.sh/unregistered``.
+   claim's labels, annotations (the NodePool template's among them, e.g.
+   ``karpenter.sh/do-not-disrupt``), taints and startup taints, the termination finalizer and an
+   owner reference, and loses ``karpenter.sh/unregistered``.
 3. **Initialization** (``Initialized``): the Node is Ready, startup and known ephemeral taints are
    gone and requested extended resources are registered; the Node is labelled initialized.
 4. **Liveness**: not launched 5 min, or not registered 15 min, after creation: delete.
@@ -325,6 +326,7 @@ class LifecycleController(ControllerBase):
         return {
             "metadata": {
                 "labels": {**claim.metadata.labels, wk.LABEL_REGISTERED: wk.TRUE},
+                "annotations": dict(claim.metadata.annotations),
                 "finalizers": finalizers,
                 "ownerReferences": owners,
             },

@@ -356,6 +356,7 @@ def nodeclaim_body(
             "generateName": f"{nodepool.name}-",
             "labels": labels,
             "annotations": {
+                **nodepool.spec.template.metadata.annotations,
                 wk.ANNOTATION_NODEPOOL_HASH: nodepool_hash(nodepool),
                 wk.ANNOTATION_NODEPOOL_HASH_VERSION: NODEPOOL_HASH_VERSION,
             },

@@ -462,7 +462,7 @@ def test_hash_is_stable_and_ignores_requirements_order_and_defaults():
     nodepool = parse(base("NodePool"))
     assert nodepool_hash(nodepool) == nodepool_hash(parse(base("NodePool")))
     assert nodepool_hash(nodepool).isdigit()
-    assert NODEPOOL_HASH_VERSION == "v3"
+    assert NODEPOOL_HASH_VERSION == "jointer-v1"
 
     changed_requirements = base("NodePool")
     changed_requirements["spec"]["template"]["spec"]["requirements"].pop()

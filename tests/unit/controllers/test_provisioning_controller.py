@@ -57,7 +57,7 @@ def test_twenty_pending_pods_get_valid_nodeclaims(h):
         assert metadata["labels"]["karpenter.sh/nodepool"] == "default"
         assert metadata["labels"]["team"] == "ml"
         assert metadata["labels"]["karpenter.k8s.aws/ec2nodeclass"] == "default"
-        assert metadata["annotations"]["karpenter.sh/nodepool-hash-version"] == "v3"
+        assert metadata["annotations"]["karpenter.sh/nodepool-hash-version"] == "jointer-v1"
         assert metadata["annotations"]["karpenter.sh/nodepool-hash"]
         assert metadata["ownerReferences"][0]["uid"] == pool["metadata"]["uid"]
         assert metadata["finalizers"] == ["karpenter.sh/termination"]
