@@ -978,8 +978,10 @@ class _Packer:
         return any(kind == 3 for kind, _, _ in self._host_rules(c))  # noqa: PLR2004
 
     def _whole_first(self, c: PodClass, domain: Domain, remaining: int) -> list[_Offers]:
-        """Offers for a class held to one bin: the cheapest that hold all ``remaining`` pods
-        first, then the others by most pods held (so as many as possible are placed).
+        """Return the offers for a class held to one bin, best first.
+
+        The cheapest that hold all ``remaining`` pods come first, then the others by most pods
+        held (so as many as possible are placed).
         """
         copies, gid = self.catalog.copies(c), self.catalog.gid
         pool, zone = domain
