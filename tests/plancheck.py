@@ -791,7 +791,7 @@ def _check_first_pod(
             if domains[key][index] not in support:
                 unsupported[domains[key][index]].append(key)
         seeds = [d for d, pods in unsupported.items() if any(p in matches for p in pods)]
-        allowed = set() if running or not seeds else {sorted(seeds)[0]}
+        allowed = set() if running or not seeds else {min(seeds)}
         for domain, pods in sorted(unsupported.items()):
             if domain in allowed:
                 continue
