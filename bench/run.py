@@ -35,6 +35,8 @@ RESULTS = REPO / "docs" / "benchmarks.md"
 GENERATORS: dict[str, Callable[[int, int], workloads.Workload]] = {
     "karpenter-diverse": workloads.karpenter_diverse,
     "karpenter-generic": workloads.karpenter_generic,
+    "karpenter-diverse-zonal": workloads.karpenter_diverse_zonal,
+    "karpenter-diverse-us-east-1": workloads.karpenter_diverse_us_east_1,
     "realistic-mix": workloads.realistic_mix,
     "gpu-gangs": workloads.gpu_gangs,
     "adversarial-gpu": workloads.adversarial,
@@ -42,6 +44,8 @@ GENERATORS: dict[str, Callable[[int, int], workloads.Workload]] = {
 FULL_SIZES: dict[str, tuple[int, ...]] = {
     "karpenter-diverse": (100, 500, 1000, 5000, 10000, 20000),
     "karpenter-generic": (1000, 10000),
+    "karpenter-diverse-zonal": (500, 2000, 5000),
+    "karpenter-diverse-us-east-1": (500, 2000),
     "realistic-mix": (100, 500, 2000, 5000),
     "gpu-gangs": (100, 500, 2000),
     "adversarial-gpu": (100, 500),

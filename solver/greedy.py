@@ -977,11 +977,22 @@ class _Packer:
         """Return whether ``c`` must stay on one bin (a hostname ``Affinity``)."""
         return any(kind == 3 for kind, _, _ in self._host_rules(c))  # noqa: PLR2004
 
+    def _affine_zones(self, c: PodClass, zones: list[str]) -> list[str]:
+        """Return ``zones`` cut to the zone of the bin already holding ``c``'s one-bin group."""
+        for kind, tid, _ in self._host_rules(c):
+            if kind != 3 or not self.s.placed[tid]:  # noqa: PLR2004
+                continue
+            for b in self.s.bins:
+                if b.group[tid] > 0:
+                    zone = b.existing.zone if b.existing is not None else b.pin
+                    return zones if zone is None else [z for z in zones if z == zone]
+        return zones
+
     def _whole_first(self, c: PodClass, domain: Domain, remaining: int) -> list[_Offers]:
         """Return the offers for a class held to one bin, best first.
 
-        The cheapest that hold all ``remaining`` pods come first, then the others by most pods
-        held (so as many as possible are placed).
+        The cheapest that hold the whole group (every class under the same rule) come first,
+        then those holding all ``remaining`` pods of ``c``, then the others by most pods held.
         """
         copies, gid = self.catalog.copies(c), self.catalog.gid
         pool, zone = domain
@@ -990,8 +1001,19 @@ class _Packer:
             for t in self.eligible(c, (None, None))
             if (pool is None or t.pool == pool) and (zone is None or t.zone == zone)
         ]
+        group: Counter[str] = Counter()
+        tids = {tid for kind, tid, _ in self._host_rules(c) if kind == 3}  # noqa: PLR2004
+        for k in self.classes.values():
+            if k.topology & tids:
+                left = remaining if k.key == c.key else k.count
+                group.update({r: v * left for r, v in k.demand.items()})
+
+        def whole(t: BinType) -> bool:
+            return all(t.capacity.get(r, 0) >= v for r, v in group.items())
+
         types.sort(
             key=lambda t: (
+                not whole(t),
                 copies[gid[t.id]] < remaining,
                 t.price_micros if copies[gid[t.id]] >= remaining else -copies[gid[t.id]],
                 t.id,
@@ -1166,6 +1188,8 @@ class _Packer:
         if not rules:
             return self.fill(c, domain, n, journal)
         zones = self._reachable_zones(c, domain)
+        if self._one_bin(c):
+            zones = self._affine_zones(c, zones)
         caps: dict[str, int] = {}
         for _ in range(4):
             quota = self._split(c, rules, zones, n, caps)

@@ -145,3 +145,23 @@ def test_self_anti_affinity_one_per_domain(
     if key == ZONE:
         zones = {c["zone"] for c in run.plan["nodeClaims"] if c["pods"]}
         assert len(zones) == 3
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_hostname_and_zonal_groups_sharing_a_label(tmp_path: Path, policy: str) -> None:
+    """Karpenter's diverse mix: hostname and zonal self-affinity groups select one label."""
+    objects = [
+        nodepool("default", requirements=CPU_POOL_REQ),
+        *(
+            pod(f"h-{i}", labels={"affinity-zone": "a"}, affinity=_term(HOST), cpu=cpu)
+            for i, cpu in enumerate(("100m", "250m", "500m"))
+        ),
+        *(
+            pod(f"z-{i}", labels={"affinity-zone": "a"}, affinity=_term(ZONE), cpu=cpu)
+            for i, cpu in enumerate(("100m", "250m", "500m"))
+        ),
+    ]
+    run = run_plan(objects, tmp_path, policy=policy, catalog=_catalog())
+    _clean(run)
+    assert run.unschedulable() == {}
+    assert len({run.placed()[f"default/h-{i}"] for i in range(3)}) == 1
