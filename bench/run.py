@@ -81,7 +81,10 @@ _WORKLOADS = " ".join(
     """
 Workloads: `karpenter-diverse` is Karpenter's scheduling benchmark mix (generic pods, zonal and
 hostname spread, hostname and zonal pod affinity, hostname anti-affinity) on its 400-type fake
-catalog; `karpenter-generic` only its generic pods; `realistic-mix` typical deployments on the
+catalog; `karpenter-diverse-zonal` the same mix with self-matching pod affinity (each zonal
+group in one zone, each hostname group on one node) on six zones of unequal price, and
+`karpenter-diverse-us-east-1` that mix on the built-in us-east-1 catalog (six zones);
+`karpenter-generic` only its generic pods; `realistic-mix` typical deployments on the
 built-in us-east-1 catalog; `gpu-gangs` KAI gangs and fractional-GPU pods with shapes from the
 Alibaba openb GPU trace (Weng et al., ATC'23); `adversarial-gpu` single-GPU inference pods
 where first-fit-decreasing grows one claim into a large multi-GPU node.

@@ -5,6 +5,9 @@
   zonal pod affinity, and hostname anti-affinity; CPU from {100m, 250m, 500m, 1, 1.5}, memory
   from {100Mi .. 4Gi}; on Karpenter's fake catalog of 400 types (type i: i vCPU, 2i GiB,
   10i pods, price 0.1/vCPU + 0.1/GB, kube-reserved 100m/10Mi, zones test-zone-1..3).
+* ``karpenter_diverse_zonal`` / ``karpenter_diverse_us_east_1`` — that mix with its pod
+  affinity groups matching themselves, on six fake zones of unequal price / on the built-in
+  us-east-1 catalog.
 * ``realistic_mix`` — deployments of typical web/API/worker shapes on the built-in us-east-1
   catalog, some spread across zones.
 * ``gpu_gangs`` — KAI-style gangs and fractional-GPU pods with shapes drawn from the Alibaba
