@@ -35,6 +35,8 @@ RESULTS = REPO / "docs" / "benchmarks.md"
 GENERATORS: dict[str, Callable[[int, int], workloads.Workload]] = {
     "karpenter-diverse": workloads.karpenter_diverse,
     "karpenter-generic": workloads.karpenter_generic,
+    "karpenter-diverse-zonal": workloads.karpenter_diverse_zonal,
+    "karpenter-diverse-us-east-1": workloads.karpenter_diverse_us_east_1,
     "realistic-mix": workloads.realistic_mix,
     "gpu-gangs": workloads.gpu_gangs,
     "adversarial-gpu": workloads.adversarial,
@@ -42,6 +44,8 @@ GENERATORS: dict[str, Callable[[int, int], workloads.Workload]] = {
 FULL_SIZES: dict[str, tuple[int, ...]] = {
     "karpenter-diverse": (100, 500, 1000, 5000, 10000, 20000),
     "karpenter-generic": (1000, 10000),
+    "karpenter-diverse-zonal": (500, 2000, 5000),
+    "karpenter-diverse-us-east-1": (500, 2000),
     "realistic-mix": (100, 500, 2000, 5000),
     "gpu-gangs": (100, 500, 2000),
     "adversarial-gpu": (100, 500),
@@ -77,7 +81,10 @@ _WORKLOADS = " ".join(
     """
 Workloads: `karpenter-diverse` is Karpenter's scheduling benchmark mix (generic pods, zonal and
 hostname spread, hostname and zonal pod affinity, hostname anti-affinity) on its 400-type fake
-catalog; `karpenter-generic` only its generic pods; `realistic-mix` typical deployments on the
+catalog; `karpenter-diverse-zonal` the same mix with self-matching pod affinity (each zonal
+group in one zone, each hostname group on one node) on six zones of unequal price, and
+`karpenter-diverse-us-east-1` that mix on the built-in us-east-1 catalog (six zones);
+`karpenter-generic` only its generic pods; `realistic-mix` typical deployments on the
 built-in us-east-1 catalog; `gpu-gangs` KAI gangs and fractional-GPU pods with shapes from the
 Alibaba openb GPU trace (Weng et al., ATC'23); `adversarial-gpu` single-GPU inference pods
 where first-fit-decreasing grows one claim into a large multi-GPU node.

@@ -5,6 +5,9 @@
   zonal pod affinity, and hostname anti-affinity; CPU from {100m, 250m, 500m, 1, 1.5}, memory
   from {100Mi .. 4Gi}; on Karpenter's fake catalog of 400 types (type i: i vCPU, 2i GiB,
   10i pods, price 0.1/vCPU + 0.1/GB, kube-reserved 100m/10Mi, zones test-zone-1..3).
+* ``karpenter_diverse_zonal`` / ``karpenter_diverse_us_east_1`` — that mix with its pod
+  affinity groups matching themselves, on six fake zones of unequal price / on the built-in
+  us-east-1 catalog.
 * ``realistic_mix`` — deployments of typical web/API/worker shapes on the built-in us-east-1
   catalog, some spread across zones.
 * ``gpu_gangs`` — KAI-style gangs and fractional-GPU pods with shapes drawn from the Alibaba
@@ -41,16 +44,28 @@ class Workload:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def karpenter_fake_catalog(count: int = 400) -> Obj:
-    """Karpenter's ``fake.InstanceTypes(count)`` as a catalog document."""
+def karpenter_fake_catalog(count: int = 400, zones: tuple[str, ...] = FAKE_ZONES) -> Obj:
+    """Karpenter's ``fake.InstanceTypes(count)`` as a catalog document.
+
+    With more than Karpenter's three zones, zone k's prices are k % higher than the first's
+    (so the zone a group is held to matters).
+    """
     types = []
     for i in range(count):
         cpu, mem_gi, pods = i + 1, 2 * (i + 1), 10 * (i + 1)
         price = round(0.1 * cpu + 0.1 * mem_gi * 2**30 / 1e9, 6)
+        markup = {
+            z: 1 + (k / 100 if len(zones) > len(FAKE_ZONES) else 0) for k, z in enumerate(zones)
+        }
         offerings = [
-            {"zone": zone, "capacityType": ct, "price": price, "available": True}
-            for ct, zones in (("spot", FAKE_ZONES[:2]), ("on-demand", FAKE_ZONES))
-            for zone in zones
+            {
+                "zone": zone,
+                "capacityType": ct,
+                "price": round(price * markup[zone], 6),
+                "available": True,
+            }
+            for ct, in_zones in (("spot", zones[:2]), ("on-demand", zones))
+            for zone in in_zones
         ]
         types.append(
             {
@@ -121,7 +136,7 @@ def _resources(rng: random.Random) -> dict[str, str]:
     return {"cpu": rng.choice(_CPU_CHOICES), "memory": rng.choice(_MEM_CHOICES)}
 
 
-def _diverse_pods(count: int, rng: random.Random) -> Iterator[Obj]:
+def _diverse_pods(count: int, rng: random.Random, *, self_affinity: bool = False) -> Iterator[Obj]:
     per_kind = count // 6
     index = 0
 
@@ -151,15 +166,13 @@ def _diverse_pods(count: int, rng: random.Random) -> Iterator[Obj]:
             )
     for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone"):
         for _ in range(per_kind):
-            term = {
-                "labelSelector": {"matchLabels": {"my-affininity": rng.choice(_LABEL_VALUES)}},
-                "topologyKey": key,
-            }
+            own = rng.choice(_LABEL_VALUES)
+            term = {"labelSelector": {"matchLabels": {"my-affininity": own}}, "topologyKey": key}
             affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
             yield pod(
                 next_name(),
                 _resources(rng),
-                labels={"my-affininity": rng.choice(_LABEL_VALUES)},
+                labels={"my-affininity": own if self_affinity else rng.choice(_LABEL_VALUES)},
                 spec={"affinity": affinity},
             )
     anti = {
@@ -183,6 +196,34 @@ def karpenter_diverse(count: int, seed: int = 1) -> Workload:
     rng = random.Random(seed)
     objects = [nodepool(), *_diverse_pods(count, rng)]
     return Workload(f"karpenter-diverse-{count}", objects, karpenter_fake_catalog())
+
+
+MULTI_ZONES = tuple(f"test-zone-{i}" for i in range(1, 7))
+
+
+def karpenter_diverse_zonal(count: int, seed: int = 1) -> Workload:
+    """Karpenter's diverse mix with self-matching pod affinity on six zones of unequal price.
+
+    The affinity pods carry the label their term selects (as ``affinity-zone=a`` to
+    ``affinity-zone=a`` in Karpenter's benchmark), so each zonal group must land in one zone
+    and each hostname group on one node (kube-scheduler's first-pod rule); the zonal spreads
+    use all six zones.
+    """
+    rng = random.Random(seed)
+    objects = [nodepool(), *_diverse_pods(count, rng, self_affinity=True)]
+    catalog = karpenter_fake_catalog(zones=MULTI_ZONES)
+    return Workload(f"karpenter-diverse-zonal-{count}", objects, catalog)
+
+
+def karpenter_diverse_us_east_1(count: int, seed: int = 1) -> Workload:
+    """The self-affine diverse mix on the built-in us-east-1 catalog (six real zones)."""
+    rng = random.Random(seed)
+    requirements = [
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+    ]
+    objects = [nodepool(requirements=requirements), *_diverse_pods(count, rng, self_affinity=True)]
+    return Workload(f"karpenter-diverse-us-east-1-{count}", objects)
 
 
 def karpenter_generic(count: int, seed: int = 1) -> Workload:

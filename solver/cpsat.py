@@ -270,6 +270,8 @@ class _Master:
                     self.m.add(self._zone_count(t.id, z) <= (0 if z in t.occupied else 1))
             elif isinstance(t, CoLocation):
                 self._colocation(t, keys)
+            elif isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME:
+                self._one_bin(t, set(keys))
             elif isinstance(t, Affinity):
                 choice = {z: self.m.new_bool_var("") for z in zones}
                 self.m.add(sum(choice.values()) <= 1)
@@ -277,6 +279,31 @@ class _Master:
                 for z in zones:
                     allowed = t.zones is None or z in t.zones
                     self.m.add(self._zone_count(t.id, z) <= (big * choice[z] if allowed else 0))
+
+    def _one_bin(self, t: Affinity, keys: set[str]) -> None:
+        """All pods of ``keys`` on one bin (hostname ``Affinity``), an allowed one."""
+        big = sum(self.classes[k].count for k in keys)
+        hosts: list[LinExpr] = [
+            x
+            for p, x in zip(self.patterns, self.x, strict=True)
+            if any(k in keys for k, _ in p.counts)
+        ]
+        if t.zones is not None:
+            for x in hosts:
+                self.m.add(x == 0)
+            hosts = []
+        for e in self.p.existing:
+            ys = [self.y[e.id, k] for k in sorted(keys) if (e.id, k) in self.y]
+            if not ys:
+                continue
+            if t.zones is not None and e.id not in t.zones:
+                self.m.add(sum(ys) == 0)
+                continue
+            has = self.m.new_bool_var("")
+            self.m.add(sum(ys) <= big * has)
+            hosts.append(has)
+        if hosts:
+            self.m.add(sum(hosts) <= 1)
 
     def _colocation(self, t: CoLocation, targets: list[str]) -> None:
         needy = [k for k in sorted(t.carriers) if k in self.classes and k not in targets]

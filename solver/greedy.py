@@ -184,6 +184,8 @@ class _State:
     type_count: Counter[str]
     by_zone: defaultdict[str | None, list[_Bin]] = field(default_factory=lambda: defaultdict(list))
     """New bins per pinned zone (``None``: not pinned yet), in opening order."""
+    placed: Counter[str] = field(default_factory=Counter)
+    """Pods placed per topology group, all bins together."""
 
 
 @dataclass(slots=True)
@@ -521,7 +523,7 @@ class _Packer:
         out: list[TopologyConstraint] = []
         for tid in sorted(c.topology):
             t = self.topo[tid]
-            if isinstance(t, Affinity) or t.key is TopologyKey.ZONE:
+            if t.key is TopologyKey.ZONE:
                 out.append(t)
         out.extend(
             t
@@ -552,6 +554,8 @@ class _Packer:
                     rules.append((0, tid, t))
                 elif isinstance(t, AntiAffinity) and t.key is TopologyKey.HOSTNAME:
                     rules.append((1, tid, t))
+                elif isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME:
+                    rules.append((3, tid, t))
             rules.extend(
                 (2, t.id, t)
                 for t in self.carries.get(c.key, ())
@@ -576,7 +580,7 @@ class _Packer:
                     below.append((tid, t.max_skew))
                 elif kind == 1:
                     below.append((tid, 1))
-                else:
+                elif kind == 2:  # noqa: PLR2004 - rule kinds of _host_rules
                     present.append(tid)
             gate = self._gates[c.key] = (present, below)
         return gate
@@ -598,6 +602,13 @@ class _Packer:
                 if b.group[tid] > 0 or (eid is not None and eid in t.occupied):
                     return 0
                 room = min(room, 1)
+            elif kind == 3:  # noqa: PLR2004 - rule kinds of _host_rules
+                assert isinstance(t, Affinity)  # noqa: S101
+                if b.group[tid] == 0 and (
+                    self.s.placed[tid] > 0
+                    or (t.zones is not None and (eid is None or eid not in t.zones))
+                ):
+                    return 0  # one bin only: the first pod's
             elif b.group[tid] == 0:
                 assert isinstance(t, CoLocation)  # noqa: S101
                 if eid is None or eid not in t.satisfied:
@@ -857,6 +868,7 @@ class _Packer:
             b.allow = None
         for tid in c.topology:
             b.group[tid] += k
+            self.s.placed[tid] += k
             if zone is not None:
                 self.s.zone_counts[tid][zone] += k
         if devs is not None:
@@ -948,6 +960,8 @@ class _Packer:
                 opts = self._options[key] = [_Offers.of(by_pool[p]) for p in order]
             return opts
         cap = min(remaining, self.empty_room(c) or remaining)
+        if self._one_bin(c):
+            return self._whole_first(c, domain, remaining)
         rkey = (self._kind(c), domain, cap)
         ranked = self._ranked.get(rkey)
         if ranked is None:
@@ -958,6 +972,54 @@ class _Packer:
                 if (pool is None or t.pool == pool) and (zone is None or t.zone == zone)
             )
         return ranked
+
+    def _one_bin(self, c: PodClass) -> bool:
+        """Return whether ``c`` must stay on one bin (a hostname ``Affinity``)."""
+        return any(kind == 3 for kind, _, _ in self._host_rules(c))  # noqa: PLR2004
+
+    def _affine_zones(self, c: PodClass, zones: list[str]) -> list[str]:
+        """Return ``zones`` cut to the zone of the bin already holding ``c``'s one-bin group."""
+        for kind, tid, _ in self._host_rules(c):
+            if kind != 3 or not self.s.placed[tid]:  # noqa: PLR2004
+                continue
+            for b in self.s.bins:
+                if b.group[tid] > 0:
+                    zone = b.existing.zone if b.existing is not None else b.pin
+                    return zones if zone is None else [z for z in zones if z == zone]
+        return zones
+
+    def _whole_first(self, c: PodClass, domain: Domain, remaining: int) -> list[_Offers]:
+        """Return the offers for a class held to one bin, best first.
+
+        The cheapest that hold the whole group (every class under the same rule) come first,
+        then those holding all ``remaining`` pods of ``c``, then the others by most pods held.
+        """
+        copies, gid = self.catalog.copies(c), self.catalog.gid
+        pool, zone = domain
+        types = [
+            t
+            for t in self.eligible(c, (None, None))
+            if (pool is None or t.pool == pool) and (zone is None or t.zone == zone)
+        ]
+        group: Counter[str] = Counter()
+        tids = {tid for kind, tid, _ in self._host_rules(c) if kind == 3}  # noqa: PLR2004
+        for k in self.classes.values():
+            if k.topology & tids:
+                left = remaining if k.key == c.key else k.count
+                group.update({r: v * left for r, v in k.demand.items()})
+
+        def whole(t: BinType) -> bool:
+            return all(t.capacity.get(r, 0) >= v for r, v in group.items())
+
+        types.sort(
+            key=lambda t: (
+                not whole(t),
+                copies[gid[t.id]] < remaining,
+                t.price_micros if copies[gid[t.id]] >= remaining else -copies[gid[t.id]],
+                t.id,
+            )
+        )
+        return [self._single(t) for t in types]
 
     def _by_price_per_copy(self, c: PodClass, cap: int) -> _Lazy[BinType]:
         """Return ``eligible(c, (None, None))`` by price per copy of ``c`` (up to ``cap``), id.
@@ -1126,6 +1188,8 @@ class _Packer:
         if not rules:
             return self.fill(c, domain, n, journal)
         zones = self._reachable_zones(c, domain)
+        if self._one_bin(c):
+            zones = self._affine_zones(c, zones)
         caps: dict[str, int] = {}
         for _ in range(4):
             quota = self._split(c, rules, zones, n, caps)
@@ -1175,8 +1239,9 @@ class _Packer:
         for tid in c.topology:
             counts.setdefault(tid, self.s.zone_counts[tid].copy())
         quota: Counter[str] = Counter()
+        price = self._zone_price(c, rules, zones)
         for _ in range(n):
-            order = sorted(zones, key=lambda z: (self._load(c, z, counts), z))
+            order = sorted(zones, key=lambda z: (self._load(c, z, counts), price.get(z, 0), z))
             pick = next(
                 (
                     z
@@ -1192,6 +1257,24 @@ class _Packer:
             for tid in c.topology:
                 counts[tid][pick] += 1
         return quota
+
+    def _zone_price(
+        self, c: PodClass, rules: list[TopologyConstraint], zones: list[str]
+    ) -> dict[str, float]:
+        """Return per zone the lowest price per pod of ``c`` when ``c`` is held to one zone.
+
+        The single zone of an ``Affinity`` is then chosen for cost; other rules keep the zone
+        order by load and name (empty result).
+        """
+        if not any(isinstance(t, Affinity) for t in rules):
+            return {}
+        copies, gid = self.catalog.copies(c), self.catalog.gid
+        out: dict[str, float] = {}
+        for t in self.eligible(c, (None, None)):
+            per = t.price_micros / max(copies[gid[t.id]], 1)
+            if t.zone in zones and per < out.get(t.zone, float("inf")):
+                out[t.zone] = per
+        return out
 
     def _zones_valid(self, rules: list[TopologyConstraint]) -> bool:
         for t in rules:

@@ -212,16 +212,22 @@ class AntiAffinity:
 
 @dataclass(frozen=True, slots=True)
 class Affinity:
-    """Required pod affinity on zone: all placed matching pods in a single zone.
+    """Required pod affinity to one domain: all placed matching pods in a single zone or bin.
+
+    This is kube-scheduler's first-pod rule for a group whose term matches its own pods while
+    no matching pod runs: the first pod may go anywhere, every later one only where a match
+    is, so they all end in the first one's domain (the solver picks it for cost).
 
     Attributes:
         id: unique constraint id.
-        zones: the zones allowed for that single zone (e.g. the zone of already bound matching
-            pods); ``None`` = any zone.
+        zones: the domains allowed for that single domain: zone names (zone key) or existing
+            bin ids (hostname key; a new bin is then not allowed); ``None`` = any domain.
+        key: zone (one zone) or hostname (one bin, new or existing).
     """
 
     id: str
     zones: frozenset[str] | None = None
+    key: TopologyKey = TopologyKey.ZONE
 
 
 @dataclass(frozen=True, slots=True)

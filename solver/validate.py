@@ -11,7 +11,9 @@ the solution is valid:
   most its free share (1000 on new bins);
 * gangs: placed members are 0 or >= ``min_count``; one pool / one zone when asked;
 * topology: zone spread skew over the eligible zones, hostname spread per bin, anti-affinity,
-  zone affinity, co-location (every bin / zone with a carrier also hosts a target or is
+  affinity to one domain (all matching pods in one zone or on one bin: kube-scheduler's
+  first-pod rule for a group matching itself),
+  co-location (every bin / zone with a carrier also hosts a target or is
   ``satisfied``);
 * node pool limits and ``BinType.max_count``;
 * pool weights: no pod on new capacity of a pool when a higher-weight pool can still take it
@@ -237,7 +239,7 @@ def _check_topology(
         elif isinstance(t, CoLocation):
             _check_colocation(t, bins, members, per_zone, out)
         else:
-            _check_affinity(t, per_zone, out)
+            _check_affinity(t, members, per_zone, out)
 
 
 def _check_spread(
@@ -290,7 +292,22 @@ def _check_colocation(
     )
 
 
-def _check_affinity(t: Affinity, per_zone: Counter[str], out: list[str]) -> None:
+def _check_affinity(
+    t: Affinity, members: list[tuple[_Bin, int]], per_zone: Counter[str], out: list[str]
+) -> None:
+    """All matching pods in one domain (kube-scheduler's first-pod rule), within ``zones``."""
+    if t.key is TopologyKey.HOSTNAME:
+        hosts = sorted({b.name for b, n in members if n > 0})
+        if len(hosts) > 1:
+            out.append(f"affinity {t.id}: pods on several nodes {hosts}")
+        outside = sorted(
+            b.name
+            for b, n in members
+            if n > 0 and t.zones is not None and (b.existing_id or "") not in t.zones
+        )
+        if outside:
+            out.append(f"affinity {t.id}: pods outside allowed nodes {outside}")
+        return
     zones = {z for z, n in per_zone.items() if n > 0}
     if len(zones) > 1:
         out.append(f"affinity {t.id}: pods in several zones {sorted(zones)}")

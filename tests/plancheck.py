@@ -719,6 +719,7 @@ def _check_topology(inputs: _Inputs, placement: _Placement) -> list[str]:  # noq
     errors: list[str] = []
     domains = _domains(inputs, placement)
     everyone = inputs.pods
+    carriers: dict[tuple[str, frozenset[str], str], list[tuple[str, Any]]] = defaultdict(list)
     for key in sorted(placement.node):
         pod = inputs.pending[key]
         zone, host = domains[key]
@@ -774,21 +775,56 @@ def _check_topology(inputs: _Inputs, placement: _Placement) -> list[str]:  # noq
                     errors.append(
                         f"pod {key}: anti-affinity on {topology} violated in {mine} by {matching}"
                     )
-                if not anti and not matching:
-                    self_match = pod.namespace in spaces and _selector_matches(
-                        term.get("labelSelector"), pod.labels
+                if not anti:
+                    carriers[(topology, frozenset(spaces), repr(term.get("labelSelector")))].append(
+                        (key, term.get("labelSelector"))
                     )
-                    anywhere = any(
-                        other != key
-                        and everyone[other].namespace in spaces
-                        and _selector_matches(term.get("labelSelector"), everyone[other].labels)
-                        for other in domains
-                    )
-                    if not self_match or anywhere:
-                        errors.append(
-                            f"pod {key}: affinity on {topology} unmet in {mine} "
-                            f"(self-match {self_match}, matching pods elsewhere {anywhere})"
-                        )
+    errors.extend(_check_first_pod(inputs, placement, domains, carriers))
+    return errors
+
+
+def _check_first_pod(
+    inputs: _Inputs,
+    placement: _Placement,
+    domains: Mapping[str, tuple[str, str]],
+    carriers: Mapping[tuple[str, frozenset[str], str], list[tuple[str, Any]]],
+) -> list[str]:
+    """Required pod affinity as kube-scheduler applies it, pod after pod.
+
+    A carrier needs a matching pod in its domain when it is scheduled; only while no matching
+    pod exists anywhere may a pod that matches its own term go anywhere (the first pod). So a
+    plan is valid when some order works: every domain hosting carriers holds a running match
+    or a planned match that does not carry the term (placed first), except at most one domain
+    seeded by a self-matching carrier, and that only when no match runs anywhere.
+    """
+    errors: list[str] = []
+    for (topology, spaces, _), members in sorted(carriers.items()):
+        selector = members[0][1]
+        index = 0 if topology == ZONE else 1
+        carrying = {key for key, _ in members}
+        matches = [
+            other
+            for other in domains
+            if inputs.pods[other].namespace in spaces
+            and _selector_matches(selector, inputs.pods[other].labels)
+        ]
+        running = [m for m in matches if m not in placement.node]
+        support = {domains[m][index] for m in matches if m not in carrying}
+        unsupported: dict[str, list[str]] = defaultdict(list)
+        for key in sorted(carrying):
+            if domains[key][index] not in support:
+                unsupported[domains[key][index]].append(key)
+        seeds = [d for d, pods in unsupported.items() if any(p in matches for p in pods)]
+        allowed = set() if running or not seeds else {min(seeds)}
+        for domain, pods in sorted(unsupported.items()):
+            if domain in allowed:
+                continue
+            errors.append(
+                f"pods {pods}: affinity on {topology} unmet in {domain}: no matching pod "
+                f"there{' (one runs elsewhere)' if running else ''} and only the first pod of "
+                f"a self-matching group may go anywhere (carriers in {len(unsupported)} "
+                "unsupported domains)"
+            )
     return errors
 
 

@@ -62,6 +62,7 @@ from provisioner.scheduling.taints import untolerated
 from provisioner.state.statenode import StateNode
 from solver.problem import (
     GPU_MILLI,
+    Affinity,
     AntiAffinity,
     BinType,
     CoLocation,
@@ -144,7 +145,8 @@ def build_problem(view: ClusterView) -> Build:
         build=build,
     )
     classes, gangs = _drop_short_gangs(classes, gangs, build)
-    topology.extend(_colocations(colocations, classes, build))
+    classes, affinity = _affinities(colocations, classes, options_by_id, existing, build)
+    topology.extend(affinity)
     resource_names = sorted({name for c in classes for name in c.demand})
     if GPU not in resource_names and any(c.gpu_fraction_milli for c in classes):
         # fractions consume whole free devices from capacity[GPU]: it must be passed on
@@ -687,20 +689,85 @@ class _CoLocationSpec:
     satisfied: frozenset[str]
 
 
-def _colocations(
-    specs: Sequence[_CoLocationSpec], classes: Sequence[PodClass], build: Build
-) -> list[TopologyConstraint]:
-    """Required pod affinity as solver co-location constraints, once classes are known."""
+def _affinities(
+    specs: Sequence[_CoLocationSpec],
+    classes: Sequence[PodClass],
+    options: Mapping[str, Option],
+    existing: Mapping[str, _ExistingNode],
+    build: Build,
+) -> tuple[list[PodClass], list[TopologyConstraint]]:
+    """Required pod affinity as solver constraints, once classes are known.
+
+    kube-scheduler lets a pod whose own labels match its affinity term go anywhere only while
+    no matching pod exists in the cluster (the first pod); every later carrier must find a
+    match in its domain. So the carriers that match themselves:
+
+    * with a match already bound, go only to domains that hold one (their allowed offerings
+      and nodes are cut to those domains);
+    * with none bound, all go to one domain, chosen by the solver for cost: one zone
+      (``Affinity``) or one node (``Affinity`` with the hostname key).
+
+    Carriers that do not match themselves keep the ``CoLocation`` rule (a target pod in their
+    domain, or a bound one).
+    """
     carriers: dict[str, set[str]] = defaultdict(set)
     for key, carried in build.class_carries.items():
         for cid in carried:
             carriers[cid].add(key)
-    known = {c.key for c in classes}
-    return [
-        CoLocation(spec.id, spec.key, frozenset(carriers[spec.id] & known), spec.satisfied)
-        for spec in specs
-        if carriers[spec.id] & known
-    ]
+    by_key = {c.key: c for c in classes}
+    extra_topology: dict[str, set[str]] = defaultdict(set)
+    cut: dict[str, list[_CoLocationSpec]] = defaultdict(list)
+    constraints: list[TopologyConstraint] = []
+    for spec in specs:
+        keys = frozenset(carriers[spec.id] & by_key.keys())
+        if not keys:
+            continue
+        constraints.append(CoLocation(spec.id, spec.key, keys, spec.satisfied))
+        own = sorted(k for k in keys if spec.id in by_key[k].topology)
+        if not own:
+            continue
+        if spec.satisfied:
+            for k in own:
+                cut[k].append(spec)
+            continue
+        first = f"{spec.id}-first"
+        constraints.append(Affinity(first, key=spec.key))
+        for k in sorted(keys):
+            extra_topology[k].add(first)
+    out: list[PodClass] = []
+    for original in classes:
+        c = original
+        for spec in cut.get(c.key, ()):
+            c = _within(c, spec, options, existing)
+            build.class_allowed[c.key] = c.allowed_bin_types
+        if c.key in extra_topology:
+            c = replace(c, topology=c.topology | extra_topology[c.key])
+        out.append(c)
+    return out, constraints
+
+
+def _within(
+    c: PodClass,
+    spec: _CoLocationSpec,
+    options: Mapping[str, Option],
+    existing: Mapping[str, _ExistingNode],
+) -> PodClass:
+    """``c`` cut to the domains of ``spec`` that already hold a matching pod."""
+    if spec.key is TopologyKey.HOSTNAME:
+        return replace(
+            c,
+            allowed_bin_types=frozenset(),
+            allowed_existing=c.allowed_existing & spec.satisfied,
+        )
+    return replace(
+        c,
+        allowed_bin_types=frozenset(
+            o for o in c.allowed_bin_types if options[o].offering.zone in spec.satisfied
+        ),
+        allowed_existing=frozenset(
+            e for e in c.allowed_existing if existing[e].zone in spec.satisfied
+        ),
+    )
 
 
 def _by_labels(
