@@ -156,3 +156,34 @@ def test_gang_member_that_fits_nowhere_blocks_the_whole_gang(tmp_path: Path) -> 
     assert run.violations == []
     assert run.placed() == {}
     assert len(run.unschedulable()) == 3
+
+
+def _apart(name: str) -> dict[str, Any]:
+    """A 1-CPU pod that wants a node of its own (hostname anti-affinity to its app)."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": "apart"}},
+                }
+            ]
+        }
+    }
+    return pod(name, cpu="1", labels={"app": "apart"}, affinity=anti)
+
+
+def test_limits_hold_whichever_listed_type_every_claim_launches(tmp_path: Path) -> None:
+    """Bug (issue 17.2): each NodeClaim listed types up to the limit left by the *chosen*
+    types of the others, so launching the largest of every listing broke the limit."""
+    from tests.unit.controllers.provisioning.scenario import small_catalog  # noqa: PLC0415
+
+    objects = [nodepool("default", limits={"cpu": "24"}), *(_apart(f"a-{i}") for i in range(4))]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    claims = run.plan["nodeClaims"]
+    assert len(claims) == 4
+    types = {t.name: t for t in small_catalog().instance_types}
+    worst = sum(max(types[n].capacity["cpu"] for n in c["instanceTypes"]) for c in claims)
+    assert worst <= 24_000
+    assert all(len(c["instanceTypes"]) > 1 for c in claims)  # the slack is shared out
