@@ -36,6 +36,7 @@ GENERATORS: dict[str, Callable[[int, int], workloads.Workload]] = {
     "karpenter-diverse": workloads.karpenter_diverse,
     "karpenter-generic": workloads.karpenter_generic,
     "realistic-mix": workloads.realistic_mix,
+    "weighted-limits": workloads.weighted_limits,
     "gpu-gangs": workloads.gpu_gangs,
     "adversarial-gpu": workloads.adversarial,
 }
@@ -43,12 +44,14 @@ FULL_SIZES: dict[str, tuple[int, ...]] = {
     "karpenter-diverse": (100, 500, 1000, 5000, 10000, 20000),
     "karpenter-generic": (1000, 10000),
     "realistic-mix": (100, 500, 2000, 5000),
+    "weighted-limits": (100, 500, 2000),
     "gpu-gangs": (100, 500, 2000),
     "adversarial-gpu": (100, 500),
 }
 QUICK_SIZES: dict[str, tuple[int, ...]] = {
     "karpenter-diverse": (100, 1000),
     "realistic-mix": (500,),
+    "weighted-limits": (500,),
     "gpu-gangs": (100,),
     "adversarial-gpu": (100,),
 }
@@ -78,8 +81,10 @@ _WORKLOADS = " ".join(
 Workloads: `karpenter-diverse` is Karpenter's scheduling benchmark mix (generic pods, zonal and
 hostname spread, hostname and zonal pod affinity, hostname anti-affinity) on its 400-type fake
 catalog; `karpenter-generic` only its generic pods; `realistic-mix` typical deployments on the
-built-in us-east-1 catalog; `gpu-gangs` KAI gangs and fractional-GPU pods with shapes from the
-Alibaba openb GPU trace (Weng et al., ATC'23); `adversarial-gpu` single-GPU inference pods
+built-in us-east-1 catalog; `weighted-limits` the same mix with a weighted on-demand NodePool
+limited to a tenth of it beside an unlimited spot NodePool; `gpu-gangs` KAI gangs and
+fractional-GPU pods with shapes from the Alibaba openb GPU trace (Weng et al., ATC'23);
+`adversarial-gpu` single-GPU inference pods
 where first-fit-decreasing grows one claim into a large multi-GPU node.
 """.split(),  # noqa: SIM905 - prose wrapped to the line length
 )
