@@ -822,6 +822,11 @@ def _existing_usage(inputs: _Inputs, pool: _Pool) -> dict[str, int]:
     return used
 
 
+def _node_labels(inputs: _Inputs, node_name: str) -> Mapping[str, str]:
+    node = inputs.nodes.get(node_name)
+    return node.labels if node is not None else _raw_node_labels(inputs, node_name)
+
+
 def _raw_node_labels(inputs: _Inputs, node_name: str) -> Mapping[str, str]:
     for obj in inputs.raw:
         if obj.get("kind") == "Node" and _meta(obj).get("name") == node_name:
@@ -866,10 +871,15 @@ def _check_gangs(inputs: _Inputs, plan: Mapping[str, Any], placement: _Placement
             )
         if not placed and considered - unschedulable:
             errors.append(f"gang {name}: members neither placed nor unschedulable")
+        # members already running tie the rest to their NodePool and zone
+        running_labels = [_node_labels(inputs, inputs.bound_node[m]) for m in running]
         pools = {placement.pool[k] for k in placed}
+        zones = {placement.zone[k] for k in placed}
+        if placed:
+            pools |= {labels[NODEPOOL] for labels in running_labels if labels.get(NODEPOOL)}
+            zones |= {labels[ZONE] for labels in running_labels if labels.get(ZONE)}
         if len(pools) > 1:
             errors.append(f"gang {name}: placed on several NodePools {sorted(pools)}")
-        zones = {placement.zone[k] for k in placed}
         if info.same_zone and len(zones) > 1:
             errors.append(f"gang {name}: placed in several zones {sorted(zones)}")
     return errors

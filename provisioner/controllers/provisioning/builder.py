@@ -135,6 +135,7 @@ def build_problem(view: ClusterView) -> Build:
         allowed[item.facts.key], allowed_existing[item.facts.key] = compat.allowed(item.compat_key)
     topology, colocations = _topology(view, bound, pending, allowed, options_by_id, existing)
     gangs = _gangs(view, bound, pending, build)
+    _anchor_gangs(gangs, pending, allowed, allowed_existing, options_by_id, existing)
     classes = _classes(
         pending,
         allowed=allowed,
@@ -505,7 +506,8 @@ def _gangs(
     build: Build,
 ) -> list[Gang]:
     """Gangs among the pending pods; members of groups that are not gangs lose their gang id."""
-    bound_keys = {_key(pod) for pods in bound.values() for pod in pods}
+    node_of = {_key(pod): node for node, pods in bound.items() for pod in pods}
+    state_nodes = {state.key: state for state in view.nodes}
     members: dict[str, list[_Pending]] = defaultdict(list)
     for item in pending:
         if item.gang is not None:
@@ -519,12 +521,86 @@ def _gangs(
                 item.gang = None
             continue
         build.gangs[gang_id] = info
-        running = len(set(info.members) & bound_keys)
+        running = [node_of[m] for m in info.members if m in node_of]
         # never capped by the pending members present: members lost to a volume problem or
         # a missing fit must not shrink the gang (rule 6); _drop_short_gangs handles that
-        minimum = max(1, (info.min_count or 1) - running)
-        gangs.append(Gang(gang_id, minimum, same_pool=True, same_zone=info.same_zone))
+        minimum = max(1, (info.min_count or 1) - len(running))
+        pool, zone = _running_domain(running, state_nodes)
+        gangs.append(
+            Gang(
+                gang_id,
+                minimum,
+                same_pool=True,
+                same_zone=info.same_zone,
+                pool=pool,
+                zone=zone if info.same_zone else None,
+            )
+        )
     return gangs
+
+
+def _running_domain(
+    nodes: Sequence[str], state_nodes: Mapping[str, StateNode]
+) -> tuple[str | None, str | None]:
+    """The NodePool and zone of a gang's running (bound or nominated) members, if any.
+
+    Members split over several (placed before Jointer, or by hand) give the most common one.
+    """
+    pools: dict[str, int] = defaultdict(int)
+    zones: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        state = state_nodes.get(node)
+        if state is None:
+            continue
+        if state.pool:
+            pools[state.pool] += 1
+        if state.zone:
+            zones[state.zone] += 1
+
+    def most(counts: Mapping[str, int]) -> str | None:
+        return min(counts, key=lambda k: (-counts[k], k)) if counts else None
+
+    return most(pools), most(zones)
+
+
+def _anchor_gangs(  # noqa: PLR0917 - private, called once
+    gangs: Sequence[Gang],
+    pending: Sequence[_Pending],
+    allowed: dict[str, frozenset[str]],
+    allowed_existing: dict[str, frozenset[str]],
+    options: Mapping[str, Option],
+    existing: Mapping[str, _ExistingNode],
+) -> None:
+    """Tie the pending members of gangs with running members to those members' pool and zone."""
+    anchors = {g.id: (g.pool, g.zone) for g in gangs if g.pool is not None or g.zone is not None}
+    if not anchors:
+        return
+    narrowed: dict[tuple[frozenset[str], str | None, str | None, bool], frozenset[str]] = {}
+
+    def narrow(
+        ids: frozenset[str], pool: str | None, zone: str | None, new: bool
+    ) -> frozenset[str]:
+        key = (ids, pool, zone, new)
+        cached = narrowed.get(key)
+        if cached is None:
+            cached = frozenset(
+                i
+                for i in ids
+                if (pool is None or (options[i].pool.name if new else existing[i].pool) == pool)
+                and (
+                    zone is None or (options[i].offering.zone if new else existing[i].zone) == zone
+                )
+            )
+            narrowed[key] = cached
+        return cached
+
+    for item in pending:
+        anchor = anchors.get(item.gang or "")
+        if anchor is None:
+            continue
+        key = item.facts.key
+        allowed[key] = narrow(allowed[key], *anchor, new=True)
+        allowed_existing[key] = narrow(allowed_existing[key], *anchor, new=False)
 
 
 def _drop_short_gangs(
@@ -823,7 +899,15 @@ class _ClassFit:
     def fitting(self, item: _Pending) -> tuple[frozenset[str], frozenset[str]]:
         """The option ids and existing node ids ``item`` fits on."""
         requests = item.facts.requests
-        key = (item.compat_key, tuple(sorted(requests.items())), item.fraction)
+        # the allowed sets are part of the key: a gang tied to its running members' pool
+        # and zone has narrower ones than other pods of its signature
+        key = (
+            item.compat_key,
+            tuple(sorted(requests.items())),
+            item.fraction,
+            self._allowed[item.facts.key],
+            self._allowed_existing[item.facts.key],
+        )
         cached = self._cache.get(key)
         if cached is None:
             options = self._intern(

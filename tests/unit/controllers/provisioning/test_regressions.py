@@ -187,3 +187,32 @@ def test_limits_hold_whichever_listed_type_every_claim_launches(tmp_path: Path) 
     worst = sum(max(types[n].capacity["cpu"] for n in c["instanceTypes"]) for c in claims)
     assert worst <= 24_000
     assert all(len(c["instanceTypes"]) > 1 for c in claims)  # the slack is shared out
+
+
+def test_rest_of_a_gang_joins_its_running_members_pool_and_zone(tmp_path: Path) -> None:
+    """Bug (issue 17.6): with half a gang running on pool ``b`` in us-east-1c, the rest went
+    to the heavier pool ``a`` in another zone."""
+    from tests.unit.controllers.provisioning.scenario import node  # noqa: PLC0415
+
+    objects = _gang(4, 4)
+    objects[0] = nodepool("a", weight=10)
+    objects.insert(1, nodepool("b"))
+    full = node("n-b", pool="b", zone="us-east-1c", cpu="2", memory="4Gi")
+    objects.append(full)
+    for member in objects:
+        if member["kind"] == "Pod" and member["metadata"]["name"] in ("m-0", "m-1"):
+            member["spec"]["nodeName"] = "n-b"
+            member["status"] = {"phase": "Running"}
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    for name in ("default/m-2", "default/m-3"):
+        claim = run.claim_of(name)
+        assert (claim["nodePool"], claim["zone"]) == ("b", "us-east-1c")
+    from tests.plancheck import check_plan  # noqa: PLC0415
+    from tests.unit.controllers.provisioning.scenario import small_catalog  # noqa: PLC0415
+
+    moved = copy.deepcopy(run.plan)
+    claim = next(c for c in moved["nodeClaims"] if "default/m-2" in c["pods"])
+    claim["zone"] = "us-east-1a"
+    found = check_plan(objects, small_catalog(), moved)
+    assert any("gang default/pg: placed in several zones" in v for v in found), found
