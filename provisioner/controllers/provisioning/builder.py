@@ -79,6 +79,8 @@ __all__ = ["Build", "build_problem"]
 
 GPU: Final = "nvidia.com/gpu"
 NODES: Final = "nodes"
+RUNAI_GPU_GROUP: Final = "runai-gpu-group"
+"""The label KAI puts on a fractional pod it binds: the id of the device it shares."""
 _HOSTNAME_KEYS: Final = (wk.LABEL_HOSTNAME,)
 _NO_VOLUME_REQUIREMENTS: Final = (Requirements(),)
 """What a pod without volume constraints adds (immutable, shared by every such pod)."""
@@ -444,21 +446,17 @@ def _node_bin(
     if state.name:
         labels.setdefault(wk.LABEL_HOSTNAME, state.name)
     used: dict[str, int] = {}
-    fraction_used = 0
     for pod in pods:
         requests = with_pod_slot(requests_of(pod))
         for name, amount in requests.items():
             used[name] = used.get(name, 0) + amount
-        fraction = _safe_fraction(pod)
-        if fraction is not None:
-            fraction_used += fraction
     remaining = {name: max(amount, 0) for name, amount in subtract(allocatable, used).items()}
-    whole_free = remaining.get(GPU, 0) // 1000
-    partial = fraction_used % GPU_MILLI
-    whole_taken = -(-fraction_used // GPU_MILLI)
-    whole_free = max(whole_free - whole_taken, 0)
+    shared = _shared_devices(pods)
+    whole_free = max(remaining.get(GPU, 0) // 1000 - len(shared), 0)
     remaining[GPU] = whole_free * 1000
-    gpus_free = (1000,) * whole_free + ((GPU_MILLI - partial,) if partial else ())
+    devices = allocatable.get(GPU, 0) // 1000
+    partial = sorted((GPU_MILLI - use for use in shared if use < GPU_MILLI), reverse=True)
+    gpus_free = (1000,) * whole_free + tuple(partial[: max(devices - whole_free, 0)])
     taints = tuple(
         Taint(key=t.key, value=t.value, effect=t.effect)  # timeAdded is not kept
         for t in state.taints
@@ -476,14 +474,36 @@ def _node_bin(
     )
 
 
-def _safe_fraction(pod: Pod) -> int | None:
+def _shared_devices(pods: Sequence[Pod]) -> list[int]:
+    """The share taken on each device hosting fractions of ``pods`` (milli-GPU per device).
+
+    Pods KAI has bound carry their device in the ``runai-gpu-group`` label: those of one group
+    share one device. Pods without it are each counted on devices of their own, which never
+    overstates the room left (fractions packed tightly would).
+    """
+    groups: dict[str, int] = defaultdict(int)
+    alone: list[int] = []
+    for pod in pods:
+        fraction = _safe_fraction(pod)
+        if fraction is None:
+            continue
+        milli, count = fraction
+        group = (pod.metadata.labels or {}).get(RUNAI_GPU_GROUP)
+        if group and count == 1:
+            groups[group] += milli
+        else:
+            alone.extend([milli] * count)
+    return [*(min(use, GPU_MILLI) for _, use in sorted(groups.items())), *alone]
+
+
+def _safe_fraction(pod: Pod) -> tuple[int, int] | None:
     try:
         fraction = gpu_fraction_milli(pod, None)
     except FractionError:
         return None
     if fraction is None or fraction[0] >= GPU_MILLI:
         return None
-    return fraction[0] * fraction[1]
+    return fraction
 
 
 def _solver_existing(node: _ExistingNode, names: Sequence[str]) -> ExistingBin:

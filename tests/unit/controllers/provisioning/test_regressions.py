@@ -216,3 +216,26 @@ def test_rest_of_a_gang_joins_its_running_members_pool_and_zone(tmp_path: Path) 
     claim["zone"] = "us-east-1a"
     found = check_plan(objects, small_catalog(), moved)
     assert any("gang default/pg: placed in several zones" in v for v in found), found
+
+
+def test_fractions_on_an_existing_node_keep_their_devices(tmp_path: Path) -> None:
+    """Bug (issue 17.5): two 0.6 fractions on two devices left "800 free on one device"
+    (summed as if packed tightly), so a 0.7 fraction was placed where no device has room."""
+    from tests.unit.controllers.provisioning.scenario import node  # noqa: PLC0415
+
+    bound = []
+    for i in range(2):
+        manifest = _fraction_pod(f"run-{i}", fraction="0.6")
+        manifest["spec"]["nodeName"] = "n-gpu"
+        manifest["status"] = {"phase": "Running"}
+        manifest["metadata"]["labels"] = {"runai-gpu-group": f"group-{i}"}
+        bound.append(manifest)
+    objects = [
+        GPU_POOL,
+        node("n-gpu", pool="gpu", cpu="16", memory="64Gi", gpu="2", instance_type="g5.12xlarge"),
+        *bound,
+        _fraction_pod("new", fraction="0.7"),
+    ]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    assert run.placed()["ml/new"] != "n-gpu"
