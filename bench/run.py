@@ -38,6 +38,7 @@ GENERATORS: dict[str, Callable[[int, int], workloads.Workload]] = {
     "karpenter-diverse-zonal": workloads.karpenter_diverse_zonal,
     "karpenter-diverse-us-east-1": workloads.karpenter_diverse_us_east_1,
     "realistic-mix": workloads.realistic_mix,
+    "weighted-limits": workloads.weighted_limits,
     "gpu-gangs": workloads.gpu_gangs,
     "adversarial-gpu": workloads.adversarial,
 }
@@ -47,12 +48,14 @@ FULL_SIZES: dict[str, tuple[int, ...]] = {
     "karpenter-diverse-zonal": (500, 2000, 5000),
     "karpenter-diverse-us-east-1": (500, 2000),
     "realistic-mix": (100, 500, 2000, 5000),
+    "weighted-limits": (100, 500, 2000),
     "gpu-gangs": (100, 500, 2000),
     "adversarial-gpu": (100, 500),
 }
 QUICK_SIZES: dict[str, tuple[int, ...]] = {
     "karpenter-diverse": (100, 1000),
     "realistic-mix": (500,),
+    "weighted-limits": (500,),
     "gpu-gangs": (100,),
     "adversarial-gpu": (100,),
 }
@@ -85,8 +88,10 @@ catalog; `karpenter-diverse-zonal` the same mix with self-matching pod affinity 
 group in one zone, each hostname group on one node) on six zones of unequal price, and
 `karpenter-diverse-us-east-1` that mix on the built-in us-east-1 catalog (six zones);
 `karpenter-generic` only its generic pods; `realistic-mix` typical deployments on the
-built-in us-east-1 catalog; `gpu-gangs` KAI gangs and fractional-GPU pods with shapes from the
-Alibaba openb GPU trace (Weng et al., ATC'23); `adversarial-gpu` single-GPU inference pods
+built-in us-east-1 catalog; `weighted-limits` the same mix with a weighted on-demand NodePool
+limited to a tenth of it beside an unlimited spot NodePool; `gpu-gangs` KAI gangs and
+fractional-GPU pods with shapes from the Alibaba openb GPU trace (Weng et al., ATC'23);
+`adversarial-gpu` single-GPU inference pods
 where first-fit-decreasing grows one claim into a large multi-GPU node.
 """.split(),  # noqa: SIM905 - prose wrapped to the line length
 )

@@ -10,6 +10,9 @@
   us-east-1 catalog.
 * ``realistic_mix`` — deployments of typical web/API/worker shapes on the built-in us-east-1
   catalog, some spread across zones.
+* ``weighted_limits`` — the realistic mix with a weighted on-demand NodePool limited to a tenth
+  of the mix beside an unlimited spot NodePool (weights falling through, limits held whichever
+  listed type each NodeClaim launches).
 * ``gpu_gangs`` — KAI-style gangs and fractional-GPU pods with shapes drawn from the Alibaba
   openb GPU trace (Weng et al., USENIX ATC 2023), on the built-in us-east-1 catalog.
 * ``adversarial`` — GPU pods that first-fit-decreasing packs onto one oversized node.
@@ -364,3 +367,54 @@ def adversarial(count: int, seed: int = 1) -> Workload:
             )
         )
     return Workload(f"adversarial-gpu-{count}", objects)
+
+
+def weighted_limits(count: int, seed: int = 1) -> Workload:
+    """The realistic mix with a weighted, limited on-demand pool beside an unlimited spot pool.
+
+    ``on-demand`` (weight 10, c/m/r/t of both architectures) may grow to 10 % of the mix's CPU
+    and memory; ``spot`` (weight 0, same types) takes the rest. Every NodeClaim of
+    ``on-demand`` must keep the pool within its limits whichever listed type is launched.
+    """
+    rng = random.Random(seed)
+    requirements = [
+        {
+            "key": "karpenter.k8s.aws/instance-category",
+            "operator": "In",
+            "values": ["c", "m", "r", "t"],
+        },
+        {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["3"]},
+    ]
+    weights = [w for *_, w, _ in _MIX]
+    pods: list[Obj] = []
+    cpu_milli = memory_mi = 0
+    for i in range(count):
+        app, cpu, mem, _, spread = rng.choices(_MIX, weights=weights)[0]
+        cpu_milli += int(float(cpu[:-1]) if cpu.endswith("m") else float(cpu) * 1000)
+        memory_mi += int(mem[:-2]) * (1024 if mem.endswith("Gi") else 1)
+        spec: Obj = {}
+        if spread:
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": app}},
+                }
+            ]
+        pods.append(pod(f"{app}-{i}", {"cpu": cpu, "memory": mem}, labels={"app": app}, spec=spec))
+    limits = {
+        "cpu": str(max(8, cpu_milli // 10_000)),
+        "memory": f"{max(32, memory_mi // 10 // 1024)}Gi",
+    }
+    capacity_type = "karpenter.sh/capacity-type"
+    on_demand = nodepool(
+        "on-demand",
+        [*requirements, {"key": capacity_type, "operator": "In", "values": ["on-demand"]}],
+        weight=10,
+        limits=limits,
+    )
+    spot = nodepool(
+        "spot", [*requirements, {"key": capacity_type, "operator": "In", "values": ["spot"]}]
+    )
+    return Workload(f"weighted-limits-{count}", [on_demand, spot, *pods], meta={"limits": limits})

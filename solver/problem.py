@@ -161,12 +161,18 @@ class Gang:
         min_count: minimum number of placed members (1..total members).
         same_pool: placed members all on bins of one node pool.
         same_zone: placed members all on bins of one zone.
+        pool: the node pool of members already running (bound or nominated), if any: placed
+            members must be on bins of it (with ``same_pool``). The caller also narrows the
+            members' allowed sets to it; the solver does not search other pools.
+        zone: likewise the zone of members already running (with ``same_zone``).
     """
 
     id: str
     min_count: int
     same_pool: bool = True
     same_zone: bool = True
+    pool: str | None = None
+    zone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ the solution is valid:
   where each fully free GPU device receiving fractions consumes one unit of ``gpu_resource``;
 * fractions: fractional classes list their pods per device; per device the fractions sum to at
   most its free share (1000 on new bins);
-* gangs: placed members are 0 or >= ``min_count``; one pool / one zone when asked;
+* gangs: placed members are 0 or >= ``min_count``; one pool / one zone when asked, that of
+  the members already running when the gang has some;
 * topology: zone spread skew over the eligible zones, hostname spread per bin, anti-affinity,
   affinity to one domain (all matching pods in one zone or on one bin: kube-scheduler's
   first-pod rule for a group matching itself),
@@ -221,6 +222,10 @@ def _check_gangs(problem: Problem, bins: list[_Bin], out: list[str]) -> None:
             out.append(f"gang {g.id}: members in several node pools")
         if g.same_zone and len({b.zone for b, _ in members}) > 1:
             out.append(f"gang {g.id}: members in several zones")
+        if g.same_pool and g.pool is not None and any(b.pool != g.pool for b, _ in members):
+            out.append(f"gang {g.id}: members outside pool {g.pool} of its running members")
+        if g.same_zone and g.zone is not None and any(b.zone != g.zone for b, _ in members):
+            out.append(f"gang {g.id}: members outside zone {g.zone} of its running members")
 
 
 def _check_topology(

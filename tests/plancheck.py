@@ -848,23 +848,23 @@ def _check_limits(inputs: _Inputs, plan: Mapping[str, Any]) -> list[str]:
                 errors.append(
                     f"NodePool {pool.name}: {resource} {total.get(resource, 0)} > limit {limit}"
                 )
-        for index, claim in enumerate(claims):
-            others = _add(used, *(c for i, c in enumerate(chosen) if i != index))
-            others["nodes"] = others.get("nodes", 0) + 1000 * len(claims)
+        # a NodeClaim may launch as any type it lists (Karpenter counts the largest option):
+        # the limits must hold when every claim launches as its largest listed type
+        largest: list[dict[str, int]] = []
+        for claim, capacity in zip(claims, chosen, strict=True):
+            worst = dict(capacity)
             for type_name in claim["instanceTypes"]:
                 instance_type = pool.instance_types.get(type_name)
-                if instance_type is None:
-                    continue
-                over = [
-                    r
-                    for r, limit in pool.limits.items()
-                    if r != "nodes" and others.get(r, 0) + instance_type.capacity.get(r, 0) > limit
-                ]
-                if over:
-                    errors.append(
-                        f"nodeClaim {claim['name']}: launching {type_name} would exceed "
-                        f"NodePool {pool.name} limits on {', '.join(over)}"
-                    )
+                for r, v in (instance_type.capacity if instance_type else {}).items():
+                    worst[r] = max(worst.get(r, 0), v)
+            largest.append(worst)
+        worst_total = _add(used, *largest, {"nodes": 1000 * len(claims)})
+        for resource, limit in pool.limits.items():
+            if worst_total.get(resource, 0) > limit >= total.get(resource, 0):
+                errors.append(
+                    f"NodePool {pool.name}: {resource} {worst_total.get(resource, 0)} > limit "
+                    f"{limit} when each NodeClaim launches its largest listed instance type"
+                )
     return errors
 
 
@@ -880,6 +880,11 @@ def _existing_usage(inputs: _Inputs, pool: _Pool) -> dict[str, int]:
             used[k] += v
         used["nodes"] += 1000
     return used
+
+
+def _node_labels(inputs: _Inputs, node_name: str) -> Mapping[str, str]:
+    node = inputs.nodes.get(node_name)
+    return node.labels if node is not None else _raw_node_labels(inputs, node_name)
 
 
 def _raw_node_labels(inputs: _Inputs, node_name: str) -> Mapping[str, str]:
@@ -926,10 +931,15 @@ def _check_gangs(inputs: _Inputs, plan: Mapping[str, Any], placement: _Placement
             )
         if not placed and considered - unschedulable:
             errors.append(f"gang {name}: members neither placed nor unschedulable")
+        # members already running tie the rest to their NodePool and zone
+        running_labels = [_node_labels(inputs, inputs.bound_node[m]) for m in running]
         pools = {placement.pool[k] for k in placed}
+        zones = {placement.zone[k] for k in placed}
+        if placed:
+            pools |= {labels[NODEPOOL] for labels in running_labels if labels.get(NODEPOOL)}
+            zones |= {labels[ZONE] for labels in running_labels if labels.get(ZONE)}
         if len(pools) > 1:
             errors.append(f"gang {name}: placed on several NodePools {sorted(pools)}")
-        zones = {placement.zone[k] for k in placed}
         if info.same_zone and len(zones) > 1:
             errors.append(f"gang {name}: placed in several zones {sorted(zones)}")
     return errors

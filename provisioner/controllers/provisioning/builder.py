@@ -80,6 +80,8 @@ __all__ = ["Build", "build_problem"]
 
 GPU: Final = "nvidia.com/gpu"
 NODES: Final = "nodes"
+RUNAI_GPU_GROUP: Final = "runai-gpu-group"
+"""The label KAI puts on a fractional pod it binds: the id of the device it shares."""
 _HOSTNAME_KEYS: Final = (wk.LABEL_HOSTNAME,)
 _NO_VOLUME_REQUIREMENTS: Final = (Requirements(),)
 """What a pod without volume constraints adds (immutable, shared by every such pod)."""
@@ -136,6 +138,7 @@ def build_problem(view: ClusterView) -> Build:
         allowed[item.facts.key], allowed_existing[item.facts.key] = compat.allowed(item.compat_key)
     topology, colocations = _topology(view, bound, pending, allowed, options_by_id, existing)
     gangs = _gangs(view, bound, pending, build)
+    _anchor_gangs(gangs, pending, allowed, allowed_existing, options_by_id, existing)
     classes = _classes(
         pending,
         allowed=allowed,
@@ -445,21 +448,17 @@ def _node_bin(
     if state.name:
         labels.setdefault(wk.LABEL_HOSTNAME, state.name)
     used: dict[str, int] = {}
-    fraction_used = 0
     for pod in pods:
         requests = with_pod_slot(requests_of(pod))
         for name, amount in requests.items():
             used[name] = used.get(name, 0) + amount
-        fraction = _safe_fraction(pod)
-        if fraction is not None:
-            fraction_used += fraction
     remaining = {name: max(amount, 0) for name, amount in subtract(allocatable, used).items()}
-    whole_free = remaining.get(GPU, 0) // 1000
-    partial = fraction_used % GPU_MILLI
-    whole_taken = -(-fraction_used // GPU_MILLI)
-    whole_free = max(whole_free - whole_taken, 0)
+    shared = _shared_devices(pods)
+    whole_free = max(remaining.get(GPU, 0) // 1000 - len(shared), 0)
     remaining[GPU] = whole_free * 1000
-    gpus_free = (1000,) * whole_free + ((GPU_MILLI - partial,) if partial else ())
+    devices = allocatable.get(GPU, 0) // 1000
+    partial = sorted((GPU_MILLI - use for use in shared if use < GPU_MILLI), reverse=True)
+    gpus_free = (1000,) * whole_free + tuple(partial[: max(devices - whole_free, 0)])
     taints = tuple(
         Taint(key=t.key, value=t.value, effect=t.effect)  # timeAdded is not kept
         for t in state.taints
@@ -477,14 +476,36 @@ def _node_bin(
     )
 
 
-def _safe_fraction(pod: Pod) -> int | None:
+def _shared_devices(pods: Sequence[Pod]) -> list[int]:
+    """The share taken on each device hosting fractions of ``pods`` (milli-GPU per device).
+
+    Pods KAI has bound carry their device in the ``runai-gpu-group`` label: those of one group
+    share one device. Pods without it are each counted on devices of their own, which never
+    overstates the room left (fractions packed tightly would).
+    """
+    groups: dict[str, int] = defaultdict(int)
+    alone: list[int] = []
+    for pod in pods:
+        fraction = _safe_fraction(pod)
+        if fraction is None:
+            continue
+        milli, count = fraction
+        group = (pod.metadata.labels or {}).get(RUNAI_GPU_GROUP)
+        if group and count == 1:
+            groups[group] += milli
+        else:
+            alone.extend([milli] * count)
+    return [*(min(use, GPU_MILLI) for _, use in sorted(groups.items())), *alone]
+
+
+def _safe_fraction(pod: Pod) -> tuple[int, int] | None:
     try:
         fraction = gpu_fraction_milli(pod, None)
     except FractionError:
         return None
     if fraction is None or fraction[0] >= GPU_MILLI:
         return None
-    return fraction[0] * fraction[1]
+    return fraction
 
 
 def _solver_existing(node: _ExistingNode, names: Sequence[str]) -> ExistingBin:
@@ -507,7 +528,8 @@ def _gangs(
     build: Build,
 ) -> list[Gang]:
     """Gangs among the pending pods; members of groups that are not gangs lose their gang id."""
-    bound_keys = {_key(pod) for pods in bound.values() for pod in pods}
+    node_of = {_key(pod): node for node, pods in bound.items() for pod in pods}
+    state_nodes = {state.key: state for state in view.nodes}
     members: dict[str, list[_Pending]] = defaultdict(list)
     for item in pending:
         if item.gang is not None:
@@ -521,12 +543,86 @@ def _gangs(
                 item.gang = None
             continue
         build.gangs[gang_id] = info
-        running = len(set(info.members) & bound_keys)
+        running = [node_of[m] for m in info.members if m in node_of]
         # never capped by the pending members present: members lost to a volume problem or
         # a missing fit must not shrink the gang (rule 6); _drop_short_gangs handles that
-        minimum = max(1, (info.min_count or 1) - running)
-        gangs.append(Gang(gang_id, minimum, same_pool=True, same_zone=info.same_zone))
+        minimum = max(1, (info.min_count or 1) - len(running))
+        pool, zone = _running_domain(running, state_nodes)
+        gangs.append(
+            Gang(
+                gang_id,
+                minimum,
+                same_pool=True,
+                same_zone=info.same_zone,
+                pool=pool,
+                zone=zone if info.same_zone else None,
+            )
+        )
     return gangs
+
+
+def _running_domain(
+    nodes: Sequence[str], state_nodes: Mapping[str, StateNode]
+) -> tuple[str | None, str | None]:
+    """The NodePool and zone of a gang's running (bound or nominated) members, if any.
+
+    Members split over several (placed before Jointer, or by hand) give the most common one.
+    """
+    pools: dict[str, int] = defaultdict(int)
+    zones: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        state = state_nodes.get(node)
+        if state is None:
+            continue
+        if state.pool:
+            pools[state.pool] += 1
+        if state.zone:
+            zones[state.zone] += 1
+
+    def most(counts: Mapping[str, int]) -> str | None:
+        return min(counts, key=lambda k: (-counts[k], k)) if counts else None
+
+    return most(pools), most(zones)
+
+
+def _anchor_gangs(  # noqa: PLR0917 - private, called once
+    gangs: Sequence[Gang],
+    pending: Sequence[_Pending],
+    allowed: dict[str, frozenset[str]],
+    allowed_existing: dict[str, frozenset[str]],
+    options: Mapping[str, Option],
+    existing: Mapping[str, _ExistingNode],
+) -> None:
+    """Tie the pending members of gangs with running members to those members' pool and zone."""
+    anchors = {g.id: (g.pool, g.zone) for g in gangs if g.pool is not None or g.zone is not None}
+    if not anchors:
+        return
+    narrowed: dict[tuple[frozenset[str], str | None, str | None, bool], frozenset[str]] = {}
+
+    def narrow(
+        ids: frozenset[str], pool: str | None, zone: str | None, new: bool
+    ) -> frozenset[str]:
+        key = (ids, pool, zone, new)
+        cached = narrowed.get(key)
+        if cached is None:
+            cached = frozenset(
+                i
+                for i in ids
+                if (pool is None or (options[i].pool.name if new else existing[i].pool) == pool)
+                and (
+                    zone is None or (options[i].offering.zone if new else existing[i].zone) == zone
+                )
+            )
+            narrowed[key] = cached
+        return cached
+
+    for item in pending:
+        anchor = anchors.get(item.gang or "")
+        if anchor is None:
+            continue
+        key = item.facts.key
+        allowed[key] = narrow(allowed[key], *anchor, new=True)
+        allowed_existing[key] = narrow(allowed_existing[key], *anchor, new=False)
 
 
 def _drop_short_gangs(
@@ -890,7 +986,15 @@ class _ClassFit:
     def fitting(self, item: _Pending) -> tuple[frozenset[str], frozenset[str]]:
         """The option ids and existing node ids ``item`` fits on."""
         requests = item.facts.requests
-        key = (item.compat_key, tuple(sorted(requests.items())), item.fraction)
+        # the allowed sets are part of the key: a gang tied to its running members' pool
+        # and zone has narrower ones than other pods of its signature
+        key = (
+            item.compat_key,
+            tuple(sorted(requests.items())),
+            item.fraction,
+            self._allowed[item.facts.key],
+            self._allowed_existing[item.facts.key],
+        )
         cached = self._cache.get(key)
         if cached is None:
             options = self._intern(

@@ -30,7 +30,7 @@ from provisioner.controllers.provisioning.plan import (
 )
 from provisioner.controllers.provisioning.podfacts import PodFacts
 from provisioner.controllers.provisioning.units import demand_units
-from provisioner.scheduling.resources import add, subtract
+from provisioner.scheduling.resources import add
 from solver.config import SolverConfig
 from solver.problem import GPU_MILLI, Solution, Status, UnplacedReason
 
@@ -138,7 +138,7 @@ def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: b
     queues = {key: list(pods) for key, pods in build.class_pods.items()}
     claims: list[NodeClaimPlan] = []
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
-    budgets = _limit_budgets(build, [build.options[b.bin_type] for b in solution.new_bins])
+    room = _LimitRoom(build, [build.options[b.bin_type] for b in solution.new_bins])
     fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
     launchable = _by_launch_target(build.options, best_effort=best_effort)
     for index, new_bin in enumerate(solution.new_bins):
@@ -158,13 +158,15 @@ def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: b
             pods,
             allowed,
             launchable[_launch_target(option)],
-            budget=budgets[index],
+            budget=room.budget(index),
             fractions=tuple(fractions),
         )
         if isinstance(claim, str):
             unschedulable.extend(UnschedulablePod(pod.key, claim) for pod in pods)
+            room.listed(index, ())
         else:
-            claims.append(claim)
+            claims.append(claim.plan)
+            room.listed(index, claim.options)
     existing = [
         ExistingNodePlacement(
             placement.bin_id,
@@ -208,27 +210,58 @@ def _limit_usage(option: Option) -> dict[str, int]:
     return {**demand_units(option.instance_type.capacity), NODES: 1}
 
 
-def _limit_budgets(build: Build, chosen: Sequence[Option]) -> list[Mapping[str, int] | None]:
-    """Per new bin, the limit room any of its instance types may use.
+class _LimitRoom:
+    """How far each new NodeClaim's listed types may reach into its NodePool's limits.
 
-    Karpenter keeps a NodeClaim's instance types within the NodePool's remaining limits
-    (whichever type CreateFleet launches): the room of one bin is the pool's remaining limit
-    minus what the *other* new bins of the pool use with their chosen types.
+    A NodeClaim may be launched as any type it lists, so the pool's limits must hold when
+    every claim launches as its largest listed type (Karpenter counts the largest option).
+    The solver keeps the *chosen* types within the limits; the slack they leave is shared
+    out in claim order: a claim may list types up to its chosen type's usage plus an even
+    share of the slack left (what a claim does not use passes to the later ones). The chosen
+    type is always listed, so the plan costs what the solver found.
     """
-    remaining = {limit.pool: limit.remaining for limit in build.problem.limits}
-    totals: dict[str, dict[str, int]] = {}
-    usages = [_limit_usage(option) for option in chosen]
-    for option, usage in zip(chosen, usages, strict=True):
-        totals[option.pool.name] = add(totals.get(option.pool.name, {}), usage)
-    budgets: list[Mapping[str, int] | None] = []
-    for option, usage in zip(chosen, usages, strict=True):
-        room = remaining.get(option.pool.name)
-        if room is None:
-            budgets.append(None)
-            continue
-        others = subtract(totals[option.pool.name], usage)
-        budgets.append({name: amount - others.get(name, 0) for name, amount in room.items()})
-    return budgets
+
+    def __init__(self, build: Build, chosen: Sequence[Option]) -> None:
+        remaining = {limit.pool: limit.remaining for limit in build.problem.limits}
+        self._chosen = [_limit_usage(option) for option in chosen]
+        self._pool = [o.pool.name if o.pool.name in remaining else None for o in chosen]
+        used: dict[str, dict[str, int]] = {}
+        self._left: dict[str, int] = {}
+        for pool, usage in zip(self._pool, self._chosen, strict=True):
+            if pool is not None:
+                used[pool] = add(used.get(pool, {}), usage)
+                self._left[pool] = self._left.get(pool, 0) + 1
+        self._slack = {
+            pool: {name: max(amount - used[pool].get(name, 0), 0) for name, amount in room.items()}
+            for pool, room in remaining.items()
+            if pool in used
+        }
+
+    def budget(self, index: int) -> Mapping[str, int] | None:
+        """The most any type listed by new bin ``index`` may count against its pool's limits."""
+        pool = self._pool[index]
+        if pool is None:
+            return None
+        share = self._left[pool]
+        chosen = self._chosen[index]
+        return {
+            name: chosen.get(name, 0) + slack // share for name, slack in self._slack[pool].items()
+        }
+
+    def listed(self, index: int, options: Sequence[Option]) -> None:
+        """Record what bin ``index`` listed: its largest listed type takes from the slack."""
+        pool = self._pool[index]
+        if pool is None:
+            return
+        self._left[pool] -= 1
+        chosen = self._chosen[index]
+        largest = dict(chosen)
+        for option in options:
+            for name, amount in _limit_usage(option).items():
+                largest[name] = max(largest.get(name, 0), amount)
+        slack = self._slack[pool]
+        for name in slack:
+            slack[name] = max(slack[name] - (largest.get(name, 0) - chosen.get(name, 0)), 0)
 
 
 def _within(option: Option, budget: Mapping[str, int] | None) -> bool:
@@ -390,8 +423,8 @@ def _node_claim(
     *,
     budget: Mapping[str, int] | None = None,
     fractions: tuple[int, ...] = (),
-) -> NodeClaimPlan | str:
-    """The NodeClaim for one new bin, or the reason it cannot be launched."""
+) -> _Claim | str:
+    """The NodeClaim for one new bin (with the options it lists), or why it cannot launch."""
     pod_requests = add(*(pod.requests for pod in pods)) if pods else {}
     mask = target.fitting(pod_requests) if allowed else 0
     for ids in allowed:
@@ -409,7 +442,7 @@ def _node_claim(
     cheapest = listing.options[0]
     requests = add(pod_requests, cheapest.daemon_requests)
     name = f"{chosen.pool.name}-{_suffix(chosen.pool.name, index, pods)}"
-    return NodeClaimPlan(
+    plan = NodeClaimPlan(
         name=name,
         node_pool=chosen.pool.name,
         instance_types=listing.names,
@@ -421,6 +454,14 @@ def _node_claim(
         pods=tuple(pod.key for pod in pods),
         min_values_relaxed=listing.relaxed,
     )
+    return _Claim(plan, listing.options)
+
+
+class _Claim(NamedTuple):
+    """A planned NodeClaim and the options it lists."""
+
+    plan: NodeClaimPlan
+    options: tuple[Option, ...]
 
 
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"

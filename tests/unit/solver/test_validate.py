@@ -83,6 +83,16 @@ def test_gang_partial_pool_and_zone():
     assert any("node pools" in v for v in violations(p2, sol(p2, [nb("s", g=2), nb("t", g=2)])))
 
 
+def test_gang_with_running_members_stays_in_their_pool_and_zone():
+    gang = Gang("G", 2, pool="default", zone="b")
+    p = Problem(TYPES, (pc("g", 2, 1000, 1024, ["s", "b"], gang="G"),), gangs=(gang,))
+    assert violations(p, sol(p, [nb("b", g=2)])) == []
+    assert any("outside zone b" in v for v in violations(p, sol(p, [nb("s", g=2)])))
+    other = dataclasses.replace(gang, pool="other")
+    p2 = dataclasses.replace(p, gangs=(other,))
+    assert any("outside pool other" in v for v in violations(p2, sol(p2, [nb("b", g=2)])))
+
+
 def test_zone_spread_hostname_spread_anti_affinity_affinity():
     spread = SpreadConstraint("z", TopologyKey.ZONE, 1, zones=("a", "b"))
     p = Problem(

@@ -197,3 +197,20 @@ def test_nodeclass_max_pods_changes_the_catalog():
 def test_builtin_catalog_unknown_region(region):
     with pytest.raises(UnsupportedRegionError, match=region):
         builtin_catalog(region)
+
+
+def test_capacity_is_karpenters_after_vm_overhead_and_the_file_keeps_ec2s() -> None:
+    """Issue 17.4: the instance type (so status.capacity and limits) carries memory after the
+    VM overhead (m5.large 7577Mi); the file keeps what EC2 advertises (8Gi) and round-trips."""
+
+    catalog = builtin_catalog("us-east-1")
+    m5 = catalog.get("m5.large")
+    assert m5 is not None
+    assert m5.capacity["memory"] == 7577 * 2**20 * 1000
+    wire = catalog_to_wire(catalog)
+    entry = next(t for t in wire["instanceTypes"] if t["name"] == "m5.large")
+    assert entry["capacity"]["memory"] == "8Gi"
+    again = read_catalog(wire).get("m5.large")
+    assert again is not None
+    assert dict(again.capacity) == dict(m5.capacity)
+    assert dict(again.allocatable) == dict(m5.allocatable)

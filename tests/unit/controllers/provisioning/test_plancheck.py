@@ -105,7 +105,7 @@ def _existing_overflow(plan: dict[str, Any]) -> None:
         (_bound, "lowerBoundPerHour"),
         (_too_small, "too small"),
         (_taint, "does not tolerate"),
-        (_unlisted_type, "would exceed NodePool default limits"),
+        (_unlisted_type, "launches its largest listed instance type"),
         (_not_cheapest, "not sorted cheapest first"),
         (_spread, "spread skew"),
         (_existing_overflow, "over allocatable"),
@@ -191,3 +191,21 @@ def test_checker_flags_a_lighter_pool_while_a_heavier_claim_has_room(
     requests["pods"] = str(int(requests["pods"]) - 1)
     violations = check_plan(WEIGHTED, small_catalog(), plan)
     assert any(f"pod {moved}: placed on NodePool rest" in v for v in violations), violations
+
+
+def test_checker_flags_listed_types_that_together_break_the_limits(tmp_path: Path) -> None:
+    """A claim may launch as any listed type: the largest of each must fit the limits."""
+    objects = [nodepool("default", limits={"cpu": "24"})]
+    objects += [pod(f"a-{i}", cpu="1500m") for i in range(4)]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    plan = copy.deepcopy(run.plan)
+    for claim in plan["nodeClaims"]:
+        claim["instanceTypes"].append("m6i.2xlarge")  # alone within the limits, not together
+    if len(plan["nodeClaims"]) < 4:
+        plan["nodeClaims"] += [
+            {**copy.deepcopy(plan["nodeClaims"][0]), "name": f"extra-{i}", "pods": []}
+            for i in range(4 - len(plan["nodeClaims"]))
+        ]
+    violations = check_plan(objects, small_catalog(), plan)
+    assert any("largest listed instance type" in v for v in violations), violations

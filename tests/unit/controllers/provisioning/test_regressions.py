@@ -156,3 +156,86 @@ def test_gang_member_that_fits_nowhere_blocks_the_whole_gang(tmp_path: Path) -> 
     assert run.violations == []
     assert run.placed() == {}
     assert len(run.unschedulable()) == 3
+
+
+def _apart(name: str) -> dict[str, Any]:
+    """A 1-CPU pod that wants a node of its own (hostname anti-affinity to its app)."""
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": "apart"}},
+                }
+            ]
+        }
+    }
+    return pod(name, cpu="1", labels={"app": "apart"}, affinity=anti)
+
+
+def test_limits_hold_whichever_listed_type_every_claim_launches(tmp_path: Path) -> None:
+    """Bug (issue 17.2): each NodeClaim listed types up to the limit left by the *chosen*
+    types of the others, so launching the largest of every listing broke the limit."""
+    from tests.unit.controllers.provisioning.scenario import small_catalog  # noqa: PLC0415
+
+    objects = [nodepool("default", limits={"cpu": "24"}), *(_apart(f"a-{i}") for i in range(4))]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    claims = run.plan["nodeClaims"]
+    assert len(claims) == 4
+    types = {t.name: t for t in small_catalog().instance_types}
+    worst = sum(max(types[n].capacity["cpu"] for n in c["instanceTypes"]) for c in claims)
+    assert worst <= 24_000
+    assert all(len(c["instanceTypes"]) > 1 for c in claims)  # the slack is shared out
+
+
+def test_rest_of_a_gang_joins_its_running_members_pool_and_zone(tmp_path: Path) -> None:
+    """Bug (issue 17.6): with half a gang running on pool ``b`` in us-east-1c, the rest went
+    to the heavier pool ``a`` in another zone."""
+    from tests.unit.controllers.provisioning.scenario import node  # noqa: PLC0415
+
+    objects = _gang(4, 4)
+    objects[0] = nodepool("a", weight=10)
+    objects.insert(1, nodepool("b"))
+    full = node("n-b", pool="b", zone="us-east-1c", cpu="2", memory="4Gi")
+    objects.append(full)
+    for member in objects:
+        if member["kind"] == "Pod" and member["metadata"]["name"] in ("m-0", "m-1"):
+            member["spec"]["nodeName"] = "n-b"
+            member["status"] = {"phase": "Running"}
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    for name in ("default/m-2", "default/m-3"):
+        claim = run.claim_of(name)
+        assert (claim["nodePool"], claim["zone"]) == ("b", "us-east-1c")
+    from tests.plancheck import check_plan  # noqa: PLC0415
+    from tests.unit.controllers.provisioning.scenario import small_catalog  # noqa: PLC0415
+
+    moved = copy.deepcopy(run.plan)
+    claim = next(c for c in moved["nodeClaims"] if "default/m-2" in c["pods"])
+    claim["zone"] = "us-east-1a"
+    found = check_plan(objects, small_catalog(), moved)
+    assert any("gang default/pg: placed in several zones" in v for v in found), found
+
+
+def test_fractions_on_an_existing_node_keep_their_devices(tmp_path: Path) -> None:
+    """Bug (issue 17.5): two 0.6 fractions on two devices left "800 free on one device"
+    (summed as if packed tightly), so a 0.7 fraction was placed where no device has room."""
+    from tests.unit.controllers.provisioning.scenario import node  # noqa: PLC0415
+
+    bound = []
+    for i in range(2):
+        manifest = _fraction_pod(f"run-{i}", fraction="0.6")
+        manifest["spec"]["nodeName"] = "n-gpu"
+        manifest["status"] = {"phase": "Running"}
+        manifest["metadata"]["labels"] = {"runai-gpu-group": f"group-{i}"}
+        bound.append(manifest)
+    objects = [
+        GPU_POOL,
+        node("n-gpu", pool="gpu", cpu="16", memory="64Gi", gpu="2", instance_type="g5.12xlarge"),
+        *bound,
+        _fraction_pod("new", fraction="0.7"),
+    ]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    assert run.placed()["ml/new"] != "n-gpu"
