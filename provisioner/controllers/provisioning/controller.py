@@ -236,20 +236,18 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
 
 
 def unavailable_pools(snapshot: Snapshot, pools: PoolSet) -> list[UnavailablePool]:
-    """The NodePools of ``snapshot`` not in ``pools`` (static ones aside), with why.
+    """The readable NodePools of ``snapshot`` not in ``pools`` (static ones aside), with why.
 
-    Why comes from the NodePool's status (``NodeClassReady=False: ...``), its validation
-    error, its deletion, or what resolving its instance types said (:class:`ResolvedPools`).
+    Why comes from the NodePool's status (``NodeClassReady=False: ...``), its deletion, or
+    what resolving its instance types said (:class:`ResolvedPools`). A NodePool that does not
+    validate is left out: its own condition and event name the field.
     """
     unresolved = pools.unresolved if isinstance(pools, ResolvedPools) else {}
     found: list[UnavailablePool] = []
     for name in sorted(snapshot.nodepools):
         entry = snapshot.nodepools[name]
-        if name in pools or (entry.nodepool is not None and entry.nodepool.is_static):
-            continue
-        if entry.nodepool is None:
-            cause = f"ValidationSucceeded=False: {entry.error or 'invalid'}"
-            found.append(UnavailablePool(name, cause))
+        # an unreadable NodePool has its own condition and event; `jointer plan` refuses it
+        if name in pools or entry.nodepool is None or entry.nodepool.is_static:
             continue
         if entry.deleting:
             cause = "NodePool is being deleted"

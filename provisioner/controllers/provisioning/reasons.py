@@ -37,12 +37,12 @@ class UnavailablePool:
     Attributes:
         name: the NodePool's name.
         cause: why, e.g. ``NodeClassReady=False: EC2NodeClass "x" not found``.
-        template: its requirements and taints (no instance types), None when it cannot be read.
+        template: its requirements and taints (no instance types).
     """
 
     name: str
     cause: str
-    template: PoolTemplate | None = None
+    template: PoolTemplate
 
     def __str__(self) -> str:
         """``NodePool "x" not ready: <cause>``."""
@@ -90,16 +90,13 @@ class Explainer:
     def not_ready(
         self, tolerations: Sequence[Toleration], alternatives: Sequence[Requirements]
     ) -> list[str]:
-        """The unready NodePools the pod could use once ready (all unreadable ones too)."""
-        found = []
-        for pool in self._unavailable:
-            template = pool.template
-            if template is None or (
-                self._taint(tolerations, template) is None
-                and self._requirements(template, alternatives) is None
-            ):
-                found.append(str(pool))
-        return found
+        """The unready NodePools the pod could use once ready (requirements and taints)."""
+        return [
+            str(pool)
+            for pool in self._unavailable
+            if self._taint(tolerations, pool.template) is None
+            and self._requirements(pool.template, alternatives) is None
+        ]
 
     def incompatible(
         self, tolerations: Sequence[Toleration], alternatives: Sequence[Requirements]
