@@ -121,7 +121,7 @@ class FakeCloudProvider:
 
     def _check_node_class(self, name: str) -> None:
         if self.node_classes is not None and name not in self.node_classes:
-            raise NodeClassNotReadyError(f"nodeclass {name!r} not found or not ready")
+            raise NodeClassNotReadyError(f'NodeClass "{name}" not found')
 
     def create(self, request: LaunchRequest) -> CloudNodeClaim:
         """Launch into memory; see :meth:`CloudProvider.create`."""

@@ -212,17 +212,19 @@ class AwsCloudProvider:
 
     def _ready(self, name: str) -> ResolvedNodeClass:
         nodeclass = self.nodeclasses.get_nodeclass(name)
-        if nodeclass is None or nodeclass.metadata.get("deletionTimestamp"):
-            raise NodeClassNotReadyError(f"nodeclass {name!r} not found or terminating")
+        if nodeclass is None:
+            raise NodeClassNotReadyError(f'EC2NodeClass "{name}" not found')
+        if nodeclass.metadata.get("deletionTimestamp"):
+            raise NodeClassNotReadyError(f'EC2NodeClass "{name}" is terminating')
         resolved = self.resolver.resolve(nodeclass)
         ready = resolved.ready
         if ready.status is ConditionState.FALSE:
             raise NodeClassNotReadyError(
-                f"nodeclass {name!r} not ready, {ready.reason}: {ready.message}"
+                f'EC2NodeClass "{name}" not ready, {ready.reason}: {ready.message}'
             )
         if ready.status is ConditionState.UNKNOWN:
             raise CreateError(
-                f"nodeclass {name!r} readiness unknown, {ready.message}",
+                f'EC2NodeClass "{name}" readiness unknown, {ready.message}',
                 reason=REASON_NODECLASS_READINESS_UNKNOWN,
             )
         return resolved

@@ -75,6 +75,7 @@ __all__ = [
     "is_false",
     "is_true",
     "is_unknown",
+    "not_ready_cause",
     "parse_conditions",
     "root_status",
     "set_condition",
@@ -425,3 +426,20 @@ def set_root_condition(
         message=message,
         observed_generation=observed_generation,
     )
+
+
+def not_ready_cause(raw: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why an object with these ``status.conditions`` (as stored) is not Ready, or None.
+
+    The first ``False`` dependent of a NodePool's ``Ready`` (``ValidationSucceeded``, then
+    ``NodeClassReady``), else ``Ready`` itself: ``NodeClassReady=False: EC2NodeClass "x" not
+    found``.
+    """
+    by_type = {str(c.get("type")): c for c in raw}
+    for condition_type in (*NODEPOOL_READY_DEPENDENTS, CONDITION_READY):
+        condition = by_type.get(condition_type)
+        if condition is not None and condition.get("status") == STATUS_FALSE:
+            message = str(condition.get("message") or condition.get("reason") or "")
+            cause = f"{condition_type}={STATUS_FALSE}"
+            return f"{cause}: {message}" if message else cause
+    return None

@@ -286,8 +286,19 @@ class _InstanceTypes:
         self._catalogs: dict[str | None, Any] = {}
 
     def __call__(self, nodepool: Any) -> Any:
+        """The instance types of ``nodepool``.
+
+        Raises:
+            NodeClassNotReadyError: its EC2NodeClass is missing while the input has others
+                (the controller would not plan on it either); without any EC2NodeClass in the
+                input, the default node settings are used (with a warning).
+        """
+        from cloudprovider.errors import NodeClassNotReadyError  # noqa: PLC0415
+
         ref = nodepool.node_class_ref
         nodeclass = self._nodeclasses.get(ref.name)
+        if nodeclass is None and ref.kind == "EC2NodeClass" and self._nodeclasses:
+            raise NodeClassNotReadyError(f'EC2NodeClass "{ref.name}" not found')
         if nodeclass is None and ref.kind == "EC2NodeClass":
             self._stderr.write(
                 f"jointer plan: warning: {self._where.get(nodepool.name, '-')}: NodePool "

@@ -27,6 +27,7 @@ __all__ = [
     "insufficient_capacity",
     "nodeclass_not_ready",
     "nodepool_invalid",
+    "nodepool_not_ready",
     "nominated",
     "object_ref",
     "pod_ref",
@@ -133,6 +134,15 @@ def nodeclass_not_ready(claim: Mapping[str, Any], error: str) -> Event:
         "NodeClassNotReady",
         f"NodeClaim {claim.get('metadata', {}).get('name', '')} event: {error}",
     )
+
+
+def nodepool_not_ready(nodepool: Mapping[str, Any], cause: str) -> Event:
+    """NodePool ``Warning NodeClassNotReady`` when it becomes not ready (Karpenter's reason).
+
+    ``cause`` is the condition, e.g. ``NodeClassReady=False: EC2NodeClass "x" not found``.
+    """
+    name = (nodepool.get("metadata") or {}).get("name", "")
+    return Event(nodepool, "Warning", "NodeClassNotReady", f'NodePool "{name}" not ready: {cause}')
 
 
 def nodepool_invalid(nodepool: Mapping[str, Any], message: str) -> Event:

@@ -50,6 +50,7 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "kai-gang-8-gpus",
         "kai-over-quota",
         "malformed-nodepool",
+        "missing-nodeclass",
         "protected-workloads",
         "spot-outage",
     ]

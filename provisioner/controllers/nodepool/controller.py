@@ -6,7 +6,8 @@ Readiness, per NodePool:
    the field, ``Ready=False`` and a ``Warning`` event; the provisioner skips it while every other
    NodePool keeps being served.
 2. Otherwise ``ValidationSucceeded=True``; ``NodeClassReady`` follows whether the cloud provider
-   can resolve the pool's instance types; ``Ready`` is computed from both.
+   can resolve the pool's instance types (a ``Warning NodeClassNotReady`` event when it turns
+   False, naming the cause); ``Ready`` is computed from both.
 
 Counter: ``status.resources`` (capacity of the pool's live NodeClaims plus ``nodes``) and
 ``status.nodes``, and the ``karpenter_nodepools_usage``/``_limit`` gauges.
@@ -25,7 +26,7 @@ from provisioner.apis import conditions as cond
 from provisioner.apis.base import to_wire
 from provisioner.apis.conditions import Condition
 from provisioner.apis.nodepool import NodePool
-from provisioner.controllers.events import nodepool_invalid, object_ref
+from provisioner.controllers.events import nodepool_invalid, nodepool_not_ready, object_ref
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.resource import NODE_POOLS
@@ -106,6 +107,7 @@ class NodePoolController(ControllerBase):
                 observed_generation=entry.generation or None,
             )
             conditions, result = self._node_class_ready(entry.nodepool, conditions)
+            self._announce_not_ready(entry, current, conditions)
         conditions = cond.set_root_condition(
             conditions,
             cond.NODEPOOL_READY_DEPENDENTS,
@@ -125,6 +127,23 @@ class NodePoolController(ControllerBase):
                 )
                 return Result.after(timedelta(seconds=10))
         return result
+
+    def _announce_not_ready(
+        self,
+        entry: NodePoolEntry,
+        before: tuple[Condition, ...],
+        after: tuple[Condition, ...],
+    ) -> None:
+        """A Warning event when ``NodeClassReady`` turns False (or its message changes)."""
+        was = cond.get_condition(before, cond.NODEPOOL_CONDITION_NODE_CLASS_READY)
+        now = cond.get_condition(after, cond.NODEPOOL_CONDITION_NODE_CLASS_READY)
+        if now is None or now.status != cond.STATUS_FALSE:
+            return
+        if was is not None and was.status == now.status and was.message == now.message:
+            return
+        cause = f"{now.type}={now.status}: {now.message}" if now.message else f"{now.type}=False"
+        self._events.publish(nodepool_not_ready(self._ref(entry), cause))
+        self._log.error("nodepool not ready", NodePool={"name": entry.name}, reason=cause)
 
     def _ref(self, entry: NodePoolEntry) -> dict[str, Any]:
         return object_ref("NodePool", entry.name, api_version="karpenter.sh/v1", uid=entry.uid)

@@ -39,6 +39,7 @@ from provisioner.controllers.provisioning.podfacts import (
     pod_facts,
     selector_matches,
 )
+from provisioner.controllers.provisioning.reasons import Explainer
 from provisioner.controllers.provisioning.units import capacity_units, demand_units, to_micros
 from provisioner.podgroups import (
     FractionError,
@@ -99,6 +100,8 @@ class Build:
     class_carries: dict[str, frozenset[str]] = field(default_factory=dict)
     ignored: list[tuple[str, str]] = field(default_factory=list)
     unschedulable: list[tuple[str, str]] = field(default_factory=list)
+    explainer: Explainer = field(default_factory=lambda: Explainer((), ()))
+    """Words the reasons of pods that get no capacity (NodePools, requirements, limits)."""
 
 
 @dataclass(slots=True)
@@ -127,6 +130,7 @@ def build_problem(view: ClusterView) -> Build:
         class_pods={},
         class_allowed={},
         gangs={},
+        explainer=Explainer(view.pools, options, view.unavailable),
     )
     pending = _provisionable(view, build)
     bound = view.bound_pods()
@@ -938,7 +942,7 @@ def _classes(
         first = items[0]
         fitting, fitting_existing = fit.fitting(first)
         if not fitting and not fitting_existing:
-            reason = _no_capacity_reason(first, allowed[first.facts.key], options)
+            reason = _no_capacity_reason(first, allowed[first.facts.key], options, build.explainer)
             build.unschedulable.extend((item.facts.key, reason) for item in items)
             continue
         class_key = f"c{index}-{_short_hash(first.facts.key)}"
@@ -1065,25 +1069,22 @@ def _fits_option(requests: Mapping[str, int], fraction: int, option: Option) -> 
 
 
 def _no_capacity_reason(
-    item: _Pending, candidates: frozenset[str], options: Mapping[str, Option]
+    item: _Pending, candidates: frozenset[str], options: Mapping[str, Option], explainer: Explainer
 ) -> str:
-    if not options:
-        return "no NodePool is ready to provision capacity"
+    tolerations = item.facts.signature.tolerations
     if not candidates:
-        return (
-            "incompatible with every NodePool: no offering satisfies the pod's node selector, "
-            "affinity, tolerations and volume zones"
-        )
+        return explainer.incompatible(tolerations, item.alternatives)
     pools = sorted({options[o].pool.name for o in candidates})
     wanted = ", ".join(
         f"{name}={value}"
         for name, value in sorted(format_resource_list(item.facts.requests).items())
         if name != "pods"
     )
-    return (
+    reason = (
         f"no instance type in NodePool {', '.join(pools)} has enough resources "
         f"for requests {wanted}"
     )
+    return "; ".join([reason, *explainer.not_ready(tolerations, item.alternatives)])
 
 
 def _short_hash(text: str) -> str:

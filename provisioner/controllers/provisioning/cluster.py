@@ -18,6 +18,7 @@ from provisioner.apis.core import (
     is_terminal,
 )
 from provisioner.controllers.provisioning.offerings import PoolTemplate
+from provisioner.controllers.provisioning.reasons import UnavailablePool
 from provisioner.podgroups import ProvisioningContext, build_context
 from provisioner.state.statenode import StateNode
 
@@ -40,6 +41,8 @@ class ClusterView:
         storage_classes: StorageClasses by name.
         groups: pod-group objects (PodGroups, Queues, Workloads, ...) for admission rules.
         region: the region, for the ``topology.kubernetes.io/region`` label.
+        unavailable: the NodePools not planned on (not ready, unreadable, without instance
+            types), with why; named in the reasons of the pods they might have taken.
     """
 
     pods: Sequence[Pod]
@@ -51,6 +54,7 @@ class ClusterView:
     storage_classes: Mapping[str, StorageClass] = field(default_factory=dict)
     groups: ProvisioningContext = field(default_factory=lambda: build_context(()))
     region: str = ""
+    unavailable: Sequence[UnavailablePool] = ()
 
     def pool(self, name: str) -> PoolTemplate | None:
         """The pool template called ``name``, if it is ready."""

@@ -22,12 +22,12 @@ from typing import Any, Final
 
 from structlog.typing import FilteringBoundLogger
 
-from cloudprovider.errors import CloudProviderError
+from cloudprovider.errors import CloudProviderError, NodeClassNotReadyError
 from cloudprovider.instancetype import InstanceType
 from cloudprovider.protocol import NodeClassRef, NodePoolRef
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
-from provisioner.apis.conditions import CONDITION_READY, STATUS_FALSE
+from provisioner.apis.conditions import CONDITION_READY, STATUS_FALSE, not_ready_cause
 from provisioner.apis.core import Pod, is_terminal
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_hash
@@ -43,6 +43,7 @@ from provisioner.controllers.provisioning.overlays import apply_overlays
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
+from provisioner.controllers.provisioning.reasons import UnavailablePool
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS
@@ -60,12 +61,14 @@ __all__ = [
     "InstanceTypeLookup",
     "PoolSet",
     "ProvisioningController",
+    "ResolvedPools",
     "build_view",
     "decide",
     "is_provisionable",
     "nodeclaim_body",
     "ready_nodepools",
     "resolve_pools",
+    "unavailable_pools",
 ]
 
 NAME: Final = "provisioner"
@@ -152,6 +155,7 @@ def build_view(
     *,
     region: str = "",
     ignore_preferences: bool = False,
+    unavailable: Sequence[UnavailablePool] = (),
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
@@ -185,6 +189,7 @@ def build_view(
         storage_classes=dict(snapshot.storage_classes),
         groups=groups,
         region=region,
+        unavailable=tuple(unavailable),
     )
 
 
@@ -195,15 +200,29 @@ PoolSet = Mapping[str, tuple[NodePool, PoolTemplate]]
 """Ready NodePools with their planning templates, by name."""
 
 
+class ResolvedPools(dict[str, tuple[NodePool, PoolTemplate]]):
+    """The ready NodePools with their templates, by name (a :data:`PoolSet`).
+
+    Attributes:
+        unresolved: the ready-looking NodePools whose instance types could not be resolved,
+            with why (``NodeClassReady=False: EC2NodeClass "x" not found``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unresolved: dict[str, str] = {}
+
+
 def resolve_pools(
     snapshot: Snapshot, instance_types: InstanceTypeLookup, log: FilteringBoundLogger
-) -> dict[str, tuple[NodePool, PoolTemplate]]:
+) -> ResolvedPools:
     """The ready NodePools with their instance types, NodeOverlays applied.
 
-    A NodePool whose instance types cannot be resolved is left out (and logged).
+    A NodePool whose instance types cannot be resolved is left out (logged, and kept in
+    ``unresolved`` with why).
     """
     overlays = list(snapshot.overlays.values())
-    pools: dict[str, tuple[NodePool, PoolTemplate]] = {}
+    pools = ResolvedPools()
     for nodepool in ready_nodepools(snapshot):
         try:
             types = instance_types(nodepool)
@@ -211,9 +230,14 @@ def resolve_pools(
             log.error(  # noqa: TRY400 - Karpenter's message, no traceback
                 "ignoring nodepool, not ready", NodePool={"name": nodepool.name}, error=str(error)
             )
+            cause = str(error)
+            if isinstance(error, NodeClassNotReadyError):
+                cause = f"NodeClassReady=False: {cause}"
+            pools.unresolved[nodepool.name] = cause
             continue
         if not types:
             log.info("skipping, no resolved instance types found", NodePool={"name": nodepool.name})
+            pools.unresolved[nodepool.name] = "no resolved instance types found"
             continue
         adjusted = apply_overlays(types, overlays, pool=nodepool.name)
         pools[nodepool.name] = (nodepool, pool_template(nodepool, adjusted))
@@ -236,8 +260,35 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
         [template for _, template in pools.values()],
         region=region,
         ignore_preferences=planner.ignore_preferences,
+        unavailable=unavailable_pools(snapshot, pools),
     )
     return plan(view, planner)
+
+
+def unavailable_pools(snapshot: Snapshot, pools: PoolSet) -> list[UnavailablePool]:
+    """The readable NodePools of ``snapshot`` not in ``pools`` (static ones aside), with why.
+
+    Why comes from the NodePool's status (``NodeClassReady=False: ...``), its deletion, or
+    what resolving its instance types said (:class:`ResolvedPools`). A NodePool that does not
+    validate is left out: its own condition and event name the field.
+    """
+    unresolved = pools.unresolved if isinstance(pools, ResolvedPools) else {}
+    found: list[UnavailablePool] = []
+    for name in sorted(snapshot.nodepools):
+        entry = snapshot.nodepools[name]
+        # an unreadable NodePool has its own condition and event; `jointer plan` refuses it
+        if name in pools or entry.nodepool is None or entry.nodepool.is_static:
+            continue
+        if entry.deleting:
+            cause = "NodePool is being deleted"
+        else:
+            cause = (
+                not_ready_cause(entry.conditions)
+                or unresolved.get(name)
+                or "no resolved instance types found"
+            )
+        found.append(UnavailablePool(name, cause, pool_template(entry.nodepool, ())))
+    return found
 
 
 # --- the NodeClaim ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from provisioner.controllers.provisioning.plan import (
     UnschedulablePod,
 )
 from provisioner.controllers.provisioning.podfacts import PodFacts
+from provisioner.controllers.provisioning.reasons import limit_reached
 from provisioner.controllers.provisioning.units import demand_units
 from provisioner.scheduling.resources import add
 from solver.config import SolverConfig
@@ -178,15 +179,18 @@ def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: b
         )
         for placement in solution.existing
     ]
+    left = _limits_left(build, [build.options[b.bin_type] for b in solution.new_bins])
     for unplaced in solution.unplaced:
-        reason = _unplaced_reason(build, unplaced.class_key, unplaced.reason)
+        reason = _unplaced_reason(build, unplaced.class_key, unplaced.reason, left)
         unschedulable.extend(
             UnschedulablePod(pod.key, reason)
             for pod in _take(queues, unplaced.class_key, unplaced.count)
         )
     for key, rest in queues.items():  # defensive: every pod is reported exactly once
         unschedulable.extend(
-            UnschedulablePod(pod.key, _unplaced_reason(build, key, UnplacedReason.NO_CAPACITY))
+            UnschedulablePod(
+                pod.key, _unplaced_reason(build, key, UnplacedReason.NO_CAPACITY, left)
+            )
             for pod in rest
         )
     lower_bound = solution.lower_bound_micros / 1_000_000
@@ -473,7 +477,54 @@ def _suffix(pool: str, index: int, pods: Sequence[PodFacts]) -> str:
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
 
 
-def _unplaced_reason(build: Build, class_key: str, reason: UnplacedReason) -> str:
+def _limits_left(build: Build, chosen: Sequence[Option]) -> dict[str, dict[str, int]]:
+    """Per limited NodePool, what its limits leave after the plan's new nodes (solver units)."""
+    left = {limit.pool: dict(limit.remaining) for limit in build.problem.limits}
+    for option in chosen:
+        room = left.get(option.pool.name)
+        if room is not None:
+            usage = _limit_usage(option)
+            for name in room:
+                room[name] -= usage.get(name, 0)
+    return left
+
+
+def _limit_reasons(
+    build: Build, class_key: str, left: Mapping[str, Mapping[str, int]]
+) -> list[str]:
+    """For each limited NodePool the class may use, the limit one more node of it would break.
+
+    The limit named is the one that rules out most of the class's instance types there (the
+    first of the NodePool's limits on a tie).
+    """
+    by_pool: dict[str, list[Option]] = {}
+    for option_id in sorted(build.class_allowed.get(class_key, ())):
+        option = build.options[option_id]
+        if option.pool.name in left:
+            by_pool.setdefault(option.pool.name, []).append(option)
+    reasons = []
+    for pool in sorted(by_pool, key=lambda p: (-by_pool[p][0].pool.weight, p)):
+        room = left[pool]
+        blocked: dict[str, int] = {}
+        for option in by_pool[pool]:
+            usage = _limit_usage(option)
+            for name, amount in room.items():
+                if usage.get(name, 0) > amount:
+                    blocked[name] = blocked.get(name, 0) + 1
+        limits = by_pool[pool][0].pool.limits or {}
+        named = [name for name in limits if blocked.get(name)]
+        if named:
+            resource = max(named, key=lambda name: blocked[name])
+            reasons.append(limit_reached(pool, resource, limits[resource]))
+    return reasons
+
+
+def _unplaced_reason(
+    build: Build,
+    class_key: str,
+    reason: UnplacedReason,
+    left: Mapping[str, Mapping[str, int]] | None = None,
+) -> str:
     pods = build.class_pods.get(class_key, [])
     first = pods[0] if pods else None
     gang = next((c.gang for c in build.problem.classes if c.key == class_key), None)
@@ -486,7 +537,11 @@ def _unplaced_reason(build: Build, class_key: str, reason: UnplacedReason) -> st
             "fit on one NodePool in one zone, so none are placed"
         )
     if reason is UnplacedReason.LIMIT:
-        return "NodePool limits or offering counts are exhausted"
+        reasons = _limit_reasons(build, class_key, left or {})
+        if first is not None:
+            signature = first.signature
+            reasons += build.explainer.not_ready(signature.tolerations, signature.alternatives)
+        return "; ".join(reasons) or "NodePool limits or offering counts are exhausted"
     if reason is UnplacedReason.TOPOLOGY:
         return "topology spread or pod (anti-)affinity constraints cannot be met"
     what = first.key if first is not None else class_key

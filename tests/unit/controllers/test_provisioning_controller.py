@@ -290,3 +290,46 @@ def test_the_manager_plans_with_the_settings_policies():
     config = manager.provisioner._planner
     assert config.ignore_preferences
     assert config.min_values_best_effort
+
+
+def test_a_nodepool_whose_nodeclass_is_missing_is_named_in_events():
+    h = Harness()
+    h.cloud.node_classes = {"default"}
+    h.create(NODE_POOLS, nodepool())
+    gpu = nodepool(
+        "gpu", nodeClassRef={"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"}
+    )
+    gpu["spec"]["template"]["metadata"] = {"labels": {"accelerator": "gpu"}}
+    h.create(NODE_POOLS, gpu)
+    h.run(1)
+    h.create(PODS, pending_pod("train", nodeSelector={"accelerator": "gpu"}))
+    h.run(30)
+    cause = 'NodeClassReady=False: NodeClass "gpu" not found'
+    # the NodePool itself: one Warning when it becomes not ready, not one per recheck
+    h.run(180)
+    not_ready = h.events("NodeClassNotReady")
+    assert [(e["involvedObject"]["name"], e["type"], e["message"]) for e in not_ready] == [
+        ("gpu", "Warning", f'NodePool "gpu" not ready: {cause}')
+    ]
+    # the pod: the NodePool and its cause, then why the ready one cannot take it
+    [event] = h.events("FailedScheduling")
+    assert event["message"].startswith(
+        f'Failed to schedule pod, NodePool "gpu" not ready: {cause}; '
+    )
+    assert 'incompatible with nodepool "default", incompatible requirements' in event["message"]
+    assert h.claims() == []
+
+
+def test_failed_scheduling_names_the_limit_that_ran_out(h):
+    h.kube.merge_patch(NODE_POOLS, "default", {"spec": {"limits": {"cpu": "8"}}})
+    h.run(1)
+    for i in range(12):
+        h.create(PODS, pending_pod(f"web-{i}", cpu="1"))
+    h.run(30)
+    assert h.claims(), "the limit holds some of the pods"
+    messages = {e["message"] for e in h.events("FailedScheduling")}
+    expected = (
+        "Failed to schedule pod, all available instance types exceed limits for nodepool: "
+        '"default" (cpu limit 8 reached)'
+    )
+    assert messages == {expected}
