@@ -306,6 +306,12 @@ ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cos
 ANNOTATION_GANG_TOPOLOGY: Final = "jointer.dev/gang-topology"
 """On a pod-group object or any of its pods; ``none`` lets a gang span zones."""
 GANG_TOPOLOGY_NONE: Final = "none"
+LABEL_GANG: Final = "jointer.dev/gang"
+"""On the NodeClaims of one gang launch: the launch unit's id (its siblings share it)."""
+ANNOTATION_GANG_SIZE: Final = "jointer.dev/gang-size"
+"""On the NodeClaims of one gang launch: how many NodeClaims the unit has."""
+ANNOTATION_GANG_GROUPS: Final = "jointer.dev/gang-groups"
+"""On the NodeClaims of one gang launch: the pod groups it carries (comma-separated)."""
 
 # --- Finalizers ---------------------------------------------------------------------------------
 

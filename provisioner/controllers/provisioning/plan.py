@@ -41,6 +41,8 @@ class NodeClaimPlan:
     price_per_hour: float
     requests: Mapping[str, int]
     pods: tuple[str, ...]
+    gangs: tuple[str, ...] = ()
+    """The gangs (pod-group ids) whose members it carries: launched all together or not at all."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``nodeClaims[]`` entry of plan.md."""

@@ -7,6 +7,7 @@ first, as Karpenter hands CreateFleet its flexibility), and is priced on the che
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import time
@@ -131,6 +132,7 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
     budgets = _limit_budgets(build, [build.options[b.bin_type] for b in solution.new_bins])
     fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
+    gang_of = {c.key: c.gang for c in build.problem.classes if c.gang is not None}
     launchable = _by_launch_target(build.options)
     for index, new_bin in enumerate(solution.new_bins):
         option = build.options[new_bin.bin_type]
@@ -155,7 +157,8 @@ def _to_plan(build: Build, solution: Solution, seconds: float) -> Plan:
         if isinstance(claim, str):
             unschedulable.extend(UnschedulablePod(pod.key, claim) for pod in pods)
         else:
-            claims.append(claim)
+            gangs = sorted({gang_of[key] for key in new_bin.placement.counts if key in gang_of})
+            claims.append(dataclasses.replace(claim, gangs=tuple(gangs)) if gangs else claim)
     existing = [
         ExistingNodePlacement(
             placement.bin_id,
