@@ -6,7 +6,9 @@ run again and the reconciler returns the earliest (Karpenter's lifecycle control
 1. **Launch** (``Launched``): ``CloudProvider.create`` once per NodeClaim — a launch cache by uid
    plus the provider's own idempotency by name mean a retry or a restart never launches twice.
    Insufficient capacity or a NodeClass that is not ready deletes the claim (its pods are
-   re-planned); other failures set ``Launched=Unknown`` and retry.
+   re-planned); other failures set ``Launched=Unknown`` and retry. The NodeClaims of one gang
+   (label ``jointer.dev/gang``) launch as one unit: all are launched in name order before any
+   is recorded, and any failure deletes the whole unit (its pods are re-planned whole).
 2. **Registration** (``Registered``): the Node with the claim's providerID appears; it gets the
    claim's labels, taints and startup taints, the termination finalizer and an owner reference,
    and loses ``karpenter.sh/unregistered``.

@@ -6,7 +6,8 @@
    returned requeue says so; nothing happens until the cache is synced and the batch closed.
 3. The step takes **all** provisionable pods: it builds a ``ClusterView`` from the cache, where
    nominated pods count as placed on their NodeClaim and in-flight NodeClaims count as capacity,
-   plans, and creates one NodeClaim per planned node (intent persisted before any launch).
+   plans, and creates one NodeClaim per planned node (intent persisted before any launch);
+   the NodeClaims of one gang are created as a unit (all, or none left behind).
 4. Pods get ``Nominated`` events and are remembered for the nomination window, so the next
    batch never buys twice for them; pods that cannot be helped get ``FailedScheduling``.
 5. While provisionable pods remain un-nominated, it runs again every 10 s.
