@@ -316,6 +316,9 @@ ANNOTATION_GANG_GROUPS: Final = "jointer.dev/gang-groups"
 # --- Finalizers ---------------------------------------------------------------------------------
 
 FINALIZER_TERMINATION: Final = "karpenter.sh/termination"
+FINALIZER_EC2NODECLASS_TERMINATION: Final = "karpenter.k8s.aws/termination"
+"""On an EC2NodeClass: held until its NodeClaims are gone and its launch templates and
+instance profile are deleted."""
 
 # --- Taints -------------------------------------------------------------------------------------
 
