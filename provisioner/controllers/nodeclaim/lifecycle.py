@@ -192,36 +192,44 @@ class LifecycleController(ControllerBase):
 
         All launches are attempted before any is recorded; when one fails (capacity, NodeClass,
         limit or API error) every NodeClaim of the unit is deleted (termination gives back
-        the instances already launched) and the gang's pods are re-planned whole.
+        the instances already launched) and the gang's pods are re-planned whole. One unit is
+        launched at a time, its members read fresh under the lock, so a concurrent reconcile
+        of a sibling never launches for a unit being given up.
         """
         unit = claim.metadata.labels[wk.LABEL_GANG]
-        siblings = self._gang_members(unit)
-        size = _gang_size(claim)
-        if siblings is None or len(siblings) < size:
-            if siblings is not None and self._is_stale(claim):
-                self._give_up_gang(claim, siblings or [claim], None, "gang_incomplete")
-                return None, Result.done()
-            return None, Result.after(GANG_WAIT)
-        launched: dict[str, CloudNodeClaim] = {}
         with self._gang_lock:
-            for member in siblings:
-                conditions = member.status.conditions if member.status else ()
-                if cond.is_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED):
-                    continue
+            siblings = self._gang_members(unit)
+            if siblings is not None and claim.name not in {m.name for m in siblings}:
+                return None, Result.done()  # given up meanwhile
+            if siblings is None or len(siblings) < _gang_size(claim):
+                if siblings is not None and self._is_stale(claim):
+                    self._give_up_gang(claim, siblings, None, "gang_incomplete")
+                    return None, Result.done()
+                return None, Result.after(GANG_WAIT)
+            return self._launch_unit(claim, siblings)
+
+    def _launch_unit(
+        self, claim: NodeClaim, siblings: Sequence[NodeClaim]
+    ) -> tuple[NodeClaim | None, Result]:
+        launched: dict[str, CloudNodeClaim] = {}
+        for member in siblings:
+            conditions = member.status.conditions if member.status else ()
+            if cond.is_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED):
+                continue
+            with self._lock:
+                done = self._launched.get(member.metadata.uid)
+            if done is None:
+                try:
+                    done = self._cloud.create(self._launch_request(member))
+                except CloudProviderError as error:
+                    for name, instance in launched.items():  # termination deletes them
+                        self._record_launch(_named(siblings, name), instance)
+                    self._give_up_gang(member, siblings, error, _failure_reason(error))
+                    return None, Result.done()
                 with self._lock:
-                    done = self._launched.get(member.metadata.uid)
-                if done is None:
-                    try:
-                        done = self._cloud.create(self._launch_request(member))
-                    except CloudProviderError as error:
-                        for name, instance in launched.items():  # termination deletes them
-                            self._record_launch(_named(siblings, name), instance)
-                        self._give_up_gang(member, siblings, error, _failure_reason(error))
-                        return None, Result.done()
-                    with self._lock:
-                        self._launched[member.metadata.uid] = done
-                launched[member.name] = done
-        current: NodeClaim | None = None
+                    self._launched[member.metadata.uid] = done
+            launched[member.name] = done
+        current: NodeClaim | None = claim
         for member in siblings:
             if member.name not in launched:
                 continue

@@ -12,7 +12,7 @@ from provisioner.apis import labels as wk
 from provisioner.controllers.provisioning.controller import launch_units
 from provisioner.controllers.provisioning.plan import NodeClaimPlan
 from provisioner.kube.errors import KubeApiError
-from provisioner.kube.resource import NODE_POOLS, PODS, Resource
+from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, PODS, Resource
 from tests.unit.controllers.harness import TYPES, Harness, nodepool, pending_pod
 
 POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", namespaced=True)
@@ -156,3 +156,36 @@ def test_launch_units_join_nodeclaims_that_share_a_gang() -> None:
     ]
     units = [[c.name for c in unit] for unit in launch_units(claims)]
     assert units == [["a", "c", "d"], ["b"], ["e"]]
+
+
+def test_a_gang_unit_that_never_completes_launches_nothing_and_is_given_up() -> None:
+    h = Harness()
+    h.create(NODE_POOLS, nodepool())
+    h.run()
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "default-lonely",
+            "labels": {wk.LABEL_NODEPOOL: "default", wk.LABEL_GANG: "g-lonely"},
+            "annotations": {wk.ANNOTATION_GANG_SIZE: "3"},
+            "finalizers": [wk.FINALIZER_TERMINATION],
+        },
+        "spec": {
+            "nodeClassRef": {
+                "group": "karpenter.k8s.aws",
+                "kind": "EC2NodeClass",
+                "name": "default",
+            },
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c.large"]}
+            ],
+        },
+    }
+    h.create(NODE_CLAIMS, claim)
+    h.run(30)
+    assert len(h.claims()) == 1  # waits for its siblings
+    assert h.cloud.create_calls == []
+    h.run(60)
+    assert h.claims() == []  # given up: no partial gang
+    assert h.cloud.create_calls == []
