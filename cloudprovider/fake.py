@@ -44,6 +44,8 @@ class FakeCloudProvider:
         clock: the time stamped on launches.
         next_create_error / next_delete_error / next_get_error / next_list_error: raised once
             by the next call of that method, then cleared.
+        before_create: called with each launch request before it is served (tests set
+            ``next_create_error`` or mark offerings unavailable from it).
         drifted: what ``is_drifted`` answers (None: not drifted).
         create_calls / delete_calls / get_calls / list_calls / instance_types_calls /
             drift_calls: the recorded arguments of every call.
@@ -54,6 +56,7 @@ class FakeCloudProvider:
     node_classes: set[str] | None = None
     clock: Callable[[], datetime] = _utcnow
     next_create_error: Exception | None = None
+    before_create: Callable[[LaunchRequest], None] | None = None
     next_delete_error: Exception | None = None
     next_get_error: Exception | None = None
     next_list_error: Exception | None = None
@@ -78,6 +81,7 @@ class FakeCloudProvider:
         """Forget instances, recorded calls, knobs and unavailable offerings."""
         with self._lock:
             self.next_create_error = self.next_delete_error = None
+            self.before_create = None
             self.next_get_error = self.next_list_error = None
             self.drifted = None
             self.create_calls.clear()
@@ -127,6 +131,8 @@ class FakeCloudProvider:
         """Launch into memory; see :meth:`CloudProvider.create`."""
         with self._lock:
             self.create_calls.append(request)
+            if self.before_create is not None:
+                self.before_create(request)
             if (error := self.next_create_error) is not None:
                 self.next_create_error = None
                 raise error

@@ -1,7 +1,8 @@
 """One assembly of the AWS provider, for ``jointer run`` (boto3) and ``jointer simulate`` (moto).
 
 :func:`assemble_aws` wires the :class:`~cloudprovider.aws.cloudprovider.AwsCloudProvider` onto the
-given clients and, when an interruption queue is named, a factory of its
+given clients, its EC2NodeClass lifecycle (status and cleanup for the ``nodeclass`` controller)
+and, when an interruption queue is named, a factory of its
 :class:`~cloudprovider.aws.interruption.InterruptionConsumer`: the controller assembly calls it
 with the NodeClaim index over its cache and the metrics observer. EC2NodeClasses are read through
 a raw object reader and parsed here (a malformed one reads as absent).
@@ -23,6 +24,7 @@ from cloudprovider.aws.cloudprovider import (
 from cloudprovider.aws.interruption import DEFAULT_WAIT_SECONDS, InterruptionConsumer
 from cloudprovider.aws.launchtemplate import ClusterInfo
 from cloudprovider.aws.nodeclass import EC2NodeClass, parse_nodeclass
+from cloudprovider.aws.nodeclasslifecycle import AwsNodeClassLifecycle
 from cloudprovider.aws.retry import Caller
 from cloudprovider.aws.sdk import Ec2Api, IamApi, SqsApi, SsmApi
 from cloudprovider.interruption import MessageObserver, NodeClaimIndex
@@ -54,10 +56,11 @@ class ParsedNodeClasses:
 
 @dataclass(frozen=True, slots=True)
 class AwsAssembly:
-    """The AWS provider and, with a queue, the factory of its interruption consumer."""
+    """The AWS provider, its EC2NodeClass lifecycle and, with a queue, its consumer factory."""
 
     cloud: AwsCloudProvider
     interruption: ConsumerFactory | None
+    nodeclasses: AwsNodeClassLifecycle
 
 
 def assemble_aws(
@@ -90,8 +93,15 @@ def assemble_aws(
         caller=caller,
         timer=timer,
     )
+    nodeclasses = AwsNodeClassLifecycle(
+        resolver=provider.resolver,
+        launch_templates=provider.launch_templates,
+        instance_profiles=provider.resolver.instance_profiles,
+        cluster=cluster.name,
+        region=region,
+    )
     if not queue_name:
-        return AwsAssembly(provider, None)
+        return AwsAssembly(provider, None, nodeclasses)
     log = logger or logging.getLogger("jointer.interruption")
 
     def consumer(index: NodeClaimIndex, observer: MessageObserver) -> InterruptionConsumer:
@@ -106,4 +116,4 @@ def assemble_aws(
             observer=observer,
         )
 
-    return AwsAssembly(provider, consumer)
+    return AwsAssembly(provider, consumer, nodeclasses)

@@ -30,7 +30,13 @@ from cloudprovider.aws.tags import (
     to_tag_list,
 )
 
-__all__ = ["INSTANCE_PROFILE_TTL", "InstanceProfileProvider", "profile_name", "profile_path"]
+__all__ = [
+    "INSTANCE_PROFILE_TTL",
+    "InstanceProfileProvider",
+    "profile_name",
+    "profile_name_of",
+    "profile_path",
+]
 
 # Karpenter caches a resolved profile 15 minutes: IAM is eventually consistent and rate limited.
 INSTANCE_PROFILE_TTL: Final = timedelta(minutes=15)
@@ -38,8 +44,12 @@ INSTANCE_PROFILE_TTL: Final = timedelta(minutes=15)
 
 def profile_name(cluster: str, region: str, nodeclass: EC2NodeClass) -> str:
     """``<cluster>_<hash>`` for a role-based nodeclass (stable for its name and uid)."""
-    uid = str(nodeclass.metadata.get("uid", ""))
-    digest = hashlib.sha256(f"{region}/{nodeclass.name}/{uid}".encode()).hexdigest()
+    return profile_name_of(cluster, region, nodeclass.name, str(nodeclass.metadata.get("uid", "")))
+
+
+def profile_name_of(cluster: str, region: str, name: str, uid: str) -> str:
+    """``<cluster>_<hash>`` for the nodeclass ``name`` with ``uid``."""
+    digest = hashlib.sha256(f"{region}/{name}/{uid}".encode()).hexdigest()
     return f"{cluster}_{int(digest[:16], 16)}"
 
 

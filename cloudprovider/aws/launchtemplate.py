@@ -26,7 +26,7 @@ from cloudprovider.aws.errors import AlreadyExistsError, NotFoundError
 from cloudprovider.aws.nodeclass import AMIFamily, BlockDeviceMapping, EC2NodeClass
 from cloudprovider.aws.retry import Caller
 from cloudprovider.aws.sdk import Ec2Api
-from cloudprovider.aws.tags import TAG_EKS_CLUSTER_NAME, to_tag_list
+from cloudprovider.aws.tags import TAG_EKS_CLUSTER_NAME, TAG_NODECLASS, to_tag_list
 
 __all__ = [
     "LAUNCH_TEMPLATE_NAME_PREFIX",
@@ -257,6 +257,27 @@ class LaunchTemplateProvider:
                     )
                 deleted.append(name)
         return deleted
+
+    def delete_for_nodeclass(self, nodeclass: str) -> list[str]:
+        """Delete this cluster's templates made for the EC2NodeClass ``nodeclass``; their names.
+
+        Karpenter's EC2NodeClass termination: templates tagged with the cluster and the class.
+        """
+        response = self.caller.call(
+            "describing launch templates",
+            self.ec2.describe_launch_templates,
+            Filters=[
+                {"Name": f"tag:{TAG_EKS_CLUSTER_NAME}", "Values": [self.cluster]},
+                {"Name": f"tag:{TAG_NODECLASS}", "Values": [nodeclass]},
+            ],
+        )
+        names = sorted(
+            str(t.get("LaunchTemplateName", ""))
+            for t in response.get("LaunchTemplates", [])
+            if str(t.get("LaunchTemplateName", "")).startswith(LAUNCH_TEMPLATE_NAME_PREFIX)
+        )
+        self.delete_all(names)
+        return names
 
     def delete_all(self, names: Sequence[str]) -> None:
         """Delete the named templates (missing ones are fine)."""

@@ -306,10 +306,19 @@ ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cos
 ANNOTATION_GANG_TOPOLOGY: Final = "jointer.dev/gang-topology"
 """On a pod-group object or any of its pods; ``none`` lets a gang span zones."""
 GANG_TOPOLOGY_NONE: Final = "none"
+LABEL_GANG: Final = "jointer.dev/gang"
+"""On the NodeClaims of one gang launch: the launch unit's id (its siblings share it)."""
+ANNOTATION_GANG_SIZE: Final = "jointer.dev/gang-size"
+"""On the NodeClaims of one gang launch: how many NodeClaims the unit has."""
+ANNOTATION_GANG_GROUPS: Final = "jointer.dev/gang-groups"
+"""On the NodeClaims of one gang launch: the pod groups it carries (comma-separated)."""
 
 # --- Finalizers ---------------------------------------------------------------------------------
 
 FINALIZER_TERMINATION: Final = "karpenter.sh/termination"
+FINALIZER_EC2NODECLASS_TERMINATION: Final = "karpenter.k8s.aws/termination"
+"""On an EC2NodeClass: held until its NodeClaims are gone and its launch templates and
+instance profile are deleted."""
 
 # --- Taints -------------------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from typing import Any, Final, Protocol, TextIO, cast
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from structlog.typing import FilteringBoundLogger
 
+from cloudprovider.nodeclass import NodeClassLifecycle
 from cloudprovider.protocol import CloudProvider
 from provisioner.app.driver import DEFAULT_WORKERS, Driver, format_duration
 from provisioner.app.logging_setup import LogFormat, build_logger
@@ -240,6 +241,7 @@ class _Cloud:
     interruption: InterruptionSourceFactory | None
     pricing: PricingRefresher | None
     region: str
+    nodeclasses: NodeClassLifecycle | None = None
 
 
 def _build_aws(
@@ -336,7 +338,7 @@ def _build_aws(
         queue_name=settings.interruption_queue,
         logger=stdlib_logger("jointer.interruption", logger),
     )
-    return _Cloud(assembly.cloud, assembly.interruption, pricing, region)
+    return _Cloud(assembly.cloud, assembly.interruption, pricing, region, assembly.nodeclasses)
 
 
 def _cluster_dns(service_cidr: str | None) -> str | None:
@@ -574,6 +576,7 @@ def build_controller(
             _given(seams.disruptions) if seams.disruptions is not None else cloud.interruption
         ),
         pricing=cloud.pricing,
+        nodeclasses=cloud.nodeclasses,
     )
     manager = controllers.manager
     driver = Driver(

@@ -1,7 +1,8 @@
 """One assembly of the controller set, for ``jointer run`` and ``jointer simulate`` alike.
 
 :func:`assemble` builds the :class:`~provisioner.controllers.manager.Manager` on its ports, with
-the replacement-first ``interruption`` reconciler when an interruption source is given, and
+the replacement-first ``interruption`` reconciler when an interruption source is given, the
+``nodeclass`` reconciler when the provider has a NodeClass lifecycle, and
 ``providers.pricing`` when the cloud provider has prices to refresh, as one
 :class:`ControllerSet` that either driver runs. The interruption source is built from a factory
 given the NodeClaim index over the manager's state cache and Karpenter's queue metrics.
@@ -17,6 +18,7 @@ from typing import Final, Protocol
 from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.interruption import IndexedNodeClaim, MessageObserver, NodeClaimIndex
+from cloudprovider.nodeclass import NodeClassLifecycle
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis import labels as wk
 from provisioner.controllers.disruption.config import DisruptionConfig
@@ -127,6 +129,7 @@ def assemble(
     interruption: InterruptionSourceFactory | None = None,
     pricing: PricingRefresher | None = None,
     disruption: DisruptionConfig | None = None,
+    nodeclasses: NodeClassLifecycle | None = None,
 ) -> ControllerSet:
     """Every controller on its ports, as both drivers run them.
 
@@ -141,6 +144,7 @@ def assemble(
         interruption: builds the interruption source; None leaves ``interruption`` out.
         pricing: prices to refresh; None leaves ``providers.pricing`` out.
         disruption: overrides the disruption settings derived from ``settings``.
+        nodeclasses: the provider's NodeClass status and cleanup; None leaves ``nodeclass`` out.
     """
     state = ClusterState(clock=clock)
     source = (
@@ -159,6 +163,7 @@ def assemble(
         disruption=disruption,
         interruption=source,
         state=state,
+        nodeclasses=nodeclasses,
     )
     extra: Sequence[Reconciler] = (
         (PricingController(pricing=pricing, clock=clock),) if pricing is not None else ()

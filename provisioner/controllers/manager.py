@@ -21,6 +21,7 @@ from typing import Protocol
 
 from structlog.typing import FilteringBoundLogger
 
+from cloudprovider.nodeclass import NodeClassLifecycle
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis.core import Pod
 from provisioner.apis.labels import ANNOTATION_NODEPOOL_HASH_VERSION, LABEL_NODEPOOL
@@ -36,6 +37,7 @@ from provisioner.controllers.nodeclaim.garbagecollection import (
     GarbageCollectionController,
 )
 from provisioner.controllers.nodeclaim.lifecycle import LifecycleController
+from provisioner.controllers.nodeclass.controller import NodeClassController
 from provisioner.controllers.nodeoverlay.controller import NodeOverlayController
 from provisioner.controllers.nodepool.controller import NodePoolController
 from provisioner.controllers.nodepool.hash import NodePoolHashController
@@ -43,8 +45,10 @@ from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
+from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import (
+    EC2_NODE_CLASSES,
     NODE_CLAIMS,
     NODE_OVERLAYS,
     NODE_POOLS,
@@ -148,6 +152,8 @@ class Manager:
         interruption: the cloud's interruption messages (AWS: the SQS consumer); without it the
             ``interruption`` reconciler is not registered.
         state: the state cache to fill (one the interruption source already indexes).
+        nodeclasses: the provider's NodeClass status and cleanup; without it the
+            ``nodeclass`` reconciler is not registered.
     """
 
     def __init__(
@@ -164,6 +170,7 @@ class Manager:
         disruption: DisruptionConfig | None = None,
         interruption: InterruptionSource | None = None,
         state: ClusterState | None = None,
+        nodeclasses: NodeClassLifecycle | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
@@ -210,6 +217,11 @@ class Manager:
         self.hashes = NodePoolHashController(ports=ports)
         self.overlays = NodeOverlayController(ports=ports)
         self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
+        self.nodeclasses = (
+            NodeClassController(ports=ports, lifecycle=nodeclasses, resource=EC2_NODE_CLASSES)
+            if nodeclasses is not None
+            else None
+        )
         self.registrations: tuple[Registration, ...] = self._registrations()
 
     # -- driver API ---------------------------------------------------------------------------
@@ -239,7 +251,7 @@ class Manager:
     # -- wiring -------------------------------------------------------------------------------
 
     def _registrations(self) -> tuple[Registration, ...]:
-        m = _Mappers(self.state, self.provisioner.trigger)
+        m = _Mappers(self.state, self.provisioner.trigger, self.kube)
         return (
             Registration(
                 self.provisioner,
@@ -277,6 +289,20 @@ class Manager:
             Registration(self.overlays, (Watch(NODE_OVERLAYS, m.pool_by_name),), m.overlays),
             Registration(self.garbage_collection, (), m.singleton),
             *(
+                (
+                    Registration(
+                        self.nodeclasses,
+                        (
+                            Watch(EC2_NODE_CLASSES, m.claim_by_name),
+                            Watch(NODE_CLAIMS, m.nodeclass_of_deleted_claim),
+                        ),
+                        m.nodeclasses,
+                    ),
+                )
+                if self.nodeclasses is not None
+                else ()
+            ),
+            *(
                 Registration(w.reconciler, tuple(Watch(r, f) for r, f in w.watches), w.initial)
                 for w in self.disruption.wirings()
             ),
@@ -289,6 +315,7 @@ class _Mappers:
 
     state: ClusterState
     trigger: Callable[[Pod], bool]
+    kube: KubeClient
 
     def claims(self) -> list[Request]:
         return [Request(name=c.name) for c in self.state.node_claims()]
@@ -323,6 +350,22 @@ class _Mappers:
     @staticmethod
     def claim_by_name(event: WatchEvent) -> list[Request]:
         return [] if event.type == WatchEventType.DELETED else [Request(name=_name(event))]
+
+    @staticmethod
+    def nodeclass_of_deleted_claim(event: WatchEvent) -> list[Request]:
+        """A deleted NodeClaim may be the last one holding its NodeClass's finalizer."""
+        if event.type != WatchEventType.DELETED:
+            return []
+        ref = event.object.get("spec", {}).get("nodeClassRef") or {}
+        name = ref.get("name")
+        return [Request(name=str(name))] if name else []
+
+    def nodeclasses(self) -> list[Request]:
+        try:
+            items = self.kube.list(EC2_NODE_CLASSES).items
+        except KubeApiError:
+            return []
+        return [Request(name=str(o["metadata"]["name"])) for o in items]
 
     @staticmethod
     def claim_being_deleted(event: WatchEvent) -> list[Request]:

@@ -25,6 +25,7 @@ from cloudprovider.aws.cloudprovider import AwsCloudProvider
 from cloudprovider.aws.launchtemplate import ClusterInfo
 from cloudprovider.aws.nodeclass import EC2NodeClass
 from cloudprovider.aws.retry import Caller, no_sleep
+from cloudprovider.nodeclass import NodeClassLifecycle
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.protocol import KubeClient, get_or_none
 from provisioner.kube.resource import EC2_NODE_CLASSES
@@ -46,6 +47,7 @@ class Ports:
         clock: the virtual clock.
         cloud: the AWS cloud provider on moto.
         interruption: builds the interruption queue consumer (SQS on moto, no long polling).
+        nodeclasses: EC2NodeClass status and cleanup (the ``nodeclass`` controller's port).
         planner: the planner's configuration (policy, deterministic solver budget).
         cluster_name: the cluster name.
         region: the AWS region.
@@ -60,6 +62,7 @@ class Ports:
     clock: FakeClock
     cloud: AwsCloudProvider
     interruption: ConsumerFactory | None
+    nodeclasses: NodeClassLifecycle | None
     planner: PlannerConfig
     cluster_name: str
     region: str

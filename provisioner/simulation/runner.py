@@ -357,6 +357,7 @@ class Simulation:
             clock=world.timeline.clock,
             cloud=aws.cloud,
             interruption=aws.interruption,
+            nodeclasses=aws.nodeclasses,
             planner=PlannerConfig(
                 policy=self.options.policy,
                 time_limit_seconds=self.options.solver_time_limit,

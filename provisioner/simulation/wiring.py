@@ -69,4 +69,5 @@ def manager_factory(ports: Ports) -> ControllerSet:
         metrics=Metrics(ports.registry),
         planner=ports.planner,
         interruption=ports.interruption,
+        nodeclasses=ports.nodeclasses,
     )

@@ -6,7 +6,9 @@ run again and the reconciler returns the earliest (Karpenter's lifecycle control
 1. **Launch** (``Launched``): ``CloudProvider.create`` once per NodeClaim — a launch cache by uid
    plus the provider's own idempotency by name mean a retry or a restart never launches twice.
    Insufficient capacity or a NodeClass that is not ready deletes the claim (its pods are
-   re-planned); other failures set ``Launched=Unknown`` and retry.
+   re-planned); other failures set ``Launched=Unknown`` and retry. The NodeClaims of one gang
+   (label ``jointer.dev/gang``) launch as one unit: all are launched in name order before any
+   is recorded, and any failure deletes the whole unit (its pods are re-planned whole).
 2. **Registration** (``Registered``): the Node with the claim's providerID appears; it gets the
    claim's labels, annotations (the NodePool template's among them, e.g.
    ``karpenter.sh/do-not-disrupt``), taints and startup taints, the termination finalizer and an
@@ -19,7 +21,7 @@ run again and the reconciler returns the earliest (Karpenter's lifecycle control
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
@@ -51,6 +53,8 @@ from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import format_resource_list
 
 __all__ = [
+    "GANG_WAIT",
+    "GANG_WAIT_LIMIT",
     "LAUNCH_RETRY",
     "LAUNCH_TTL",
     "REGISTRATION_TTL",
@@ -67,6 +71,29 @@ LAUNCH_RETRY: Final = timedelta(seconds=10)
 """Retry delay after a launch failure that is not a capacity or NodeClass problem."""
 WELL_KNOWN_RESOURCES: Final = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
 _READY: Final = "Ready"
+GANG_WAIT: Final = timedelta(seconds=1)
+"""Retry delay while not every NodeClaim of a gang unit is visible yet."""
+GANG_WAIT_LIMIT: Final = timedelta(minutes=1)
+"""A gang unit still incomplete this long after creation is given up (re-planned whole)."""
+
+
+def _gang_size(claim: NodeClaim) -> int:
+    try:
+        return max(1, int(claim.metadata.annotations.get(wk.ANNOTATION_GANG_SIZE, "1")))
+    except ValueError:
+        return 1
+
+
+def _named(claims: Sequence[NodeClaim], name: str) -> NodeClaim:
+    return next(c for c in claims if c.name == name)
+
+
+def _failure_reason(error: CloudProviderError) -> str:
+    if isinstance(error, InsufficientCapacityError):
+        return "insufficient_capacity"
+    if isinstance(error, NodeClassNotReadyError):
+        return "nodeclass_not_ready"
+    return "launch_failed"
 
 
 def claim_ref(claim: NodeClaim) -> JsonObject:
@@ -100,6 +127,7 @@ class LifecycleController(ControllerBase):
         super().__init__(ports, NAME)
         self._launched: dict[str, CloudNodeClaim] = {}  # NodeClaim uid -> launched instance
         self._lock = threading.Lock()
+        self._gang_lock = threading.Lock()
 
     def reconcile(self, request: Request) -> Result:
         """Advance the NodeClaim ``request.name`` one step through its lifecycle."""
@@ -126,6 +154,8 @@ class LifecycleController(ControllerBase):
         conditions = claim.status.conditions if claim.status else ()
         if cond.is_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED):
             return claim, Result.done()
+        if claim.metadata.labels.get(wk.LABEL_GANG):
+            return self._launch_gang(claim)
         with self._lock:
             launched = self._launched.get(claim.metadata.uid)
         if launched is None:
@@ -141,6 +171,10 @@ class LifecycleController(ControllerBase):
         updated = self._record_launch(claim, launched)
         if updated is None:
             return None, Result.done()
+        self._log_launch(claim, launched)
+        return updated, Result.done()
+
+    def _log_launch(self, claim: NodeClaim, launched: CloudNodeClaim) -> None:
         self._log.info(
             "launched nodeclaim",
             NodeClaim={"name": claim.name},
@@ -153,7 +187,101 @@ class LifecycleController(ControllerBase):
             },
             allocatable=format_resource_list(launched.allocatable),
         )
-        return updated, Result.done()
+
+    def _launch_gang(self, claim: NodeClaim) -> tuple[NodeClaim | None, Result]:
+        """Launch every NodeClaim of ``claim``'s gang as one unit, in name order.
+
+        All launches are attempted before any is recorded; when one fails (capacity, NodeClass,
+        limit or API error) every NodeClaim of the unit is deleted (termination gives back
+        the instances already launched) and the gang's pods are re-planned whole. One unit is
+        launched at a time, its members read fresh under the lock, so a concurrent reconcile
+        of a sibling never launches for a unit being given up.
+        """
+        unit = claim.metadata.labels[wk.LABEL_GANG]
+        with self._gang_lock:
+            siblings = self._gang_members(unit)
+            if siblings is not None and claim.name not in {m.name for m in siblings}:
+                return None, Result.done()  # given up meanwhile
+            if siblings is None or len(siblings) < _gang_size(claim):
+                if siblings is not None and self._is_stale(claim):
+                    self._give_up_gang(claim, siblings, None, "gang_incomplete")
+                    return None, Result.done()
+                return None, Result.after(GANG_WAIT)
+            return self._launch_unit(claim, siblings)
+
+    def _launch_unit(
+        self, claim: NodeClaim, siblings: Sequence[NodeClaim]
+    ) -> tuple[NodeClaim | None, Result]:
+        launched: dict[str, CloudNodeClaim] = {}
+        for member in siblings:
+            conditions = member.status.conditions if member.status else ()
+            if cond.is_true(conditions, cond.NODECLAIM_CONDITION_LAUNCHED):
+                continue
+            with self._lock:
+                done = self._launched.get(member.metadata.uid)
+            if done is None:
+                try:
+                    done = self._cloud.create(self._launch_request(member))
+                except CloudProviderError as error:
+                    for name, instance in launched.items():  # termination deletes them
+                        self._record_launch(_named(siblings, name), instance)
+                    self._give_up_gang(member, siblings, error, _failure_reason(error))
+                    return None, Result.done()
+                with self._lock:
+                    self._launched[member.metadata.uid] = done
+            launched[member.name] = done
+        current: NodeClaim | None = claim
+        for member in siblings:
+            if member.name not in launched:
+                continue
+            updated = self._record_launch(member, launched[member.name])
+            if updated is not None:
+                self._log_launch(member, launched[member.name])
+            if member.name == claim.name:
+                current = updated
+        return current, Result.done()
+
+    def _gang_members(self, unit: str) -> list[NodeClaim] | None:
+        """The live NodeClaims of one gang unit, by name (None: the API could not be read)."""
+        try:
+            items = self._kube.list(NODE_CLAIMS, label_selector=f"{wk.LABEL_GANG}={unit}").items
+        except KubeApiError:
+            return None
+        members = [parse_object(NodeClaim, item, kind="NodeClaim") for item in items]
+        return sorted(
+            (m for m in members if m.metadata.deletion_timestamp is None), key=lambda m: m.name
+        )
+
+    def _is_stale(self, claim: NodeClaim) -> bool:
+        created = claim.metadata.creation_timestamp
+        return created is not None and self._clock.now() >= created + GANG_WAIT_LIMIT
+
+    def _give_up_gang(
+        self,
+        failed: NodeClaim,
+        siblings: Sequence[NodeClaim],
+        error: CloudProviderError | None,
+        reason: str,
+    ) -> None:
+        message = str(error) if error is not None else "not every NodeClaim of the gang exists"
+        if isinstance(error, InsufficientCapacityError):
+            self._events.publish(insufficient_capacity(claim_ref(failed), message))
+        elif isinstance(error, NodeClassNotReadyError):
+            self._events.publish(nodeclass_not_ready(claim_ref(failed), message))
+        self._log.error(
+            "failed launching nodeclaim",
+            NodeClaim={"name": failed.name},
+            NodePool={"name": failed.nodepool_name or ""},
+            error=message,
+        )
+        self._log.info(
+            "deleting gang nodeclaims, a launch failed",
+            gang=failed.metadata.labels.get(wk.LABEL_GANG, ""),
+            NodeClaim={"name": failed.name},
+            nodeclaims=len(siblings),
+        )
+        for member in siblings:
+            self._delete(member, reason)
 
     def _cloud_checkable(self, requests: dict[str, int]) -> dict[str, int]:
         """The requests the cloud can check: capacity NodeOverlays add is not the cloud's.

@@ -6,7 +6,8 @@
    returned requeue says so; nothing happens until the cache is synced and the batch closed.
 3. The step takes **all** provisionable pods: it builds a ``ClusterView`` from the cache, where
    nominated pods count as placed on their NodeClaim and in-flight NodeClaims count as capacity,
-   plans, and creates one NodeClaim per planned node (intent persisted before any launch).
+   plans, and creates one NodeClaim per planned node (intent persisted before any launch);
+   the NodeClaims of one gang are created as a unit (all, or none left behind).
 4. Pods get ``Nominated`` events and are remembered for the nomination window, so the next
    batch never buys twice for them; pods that cannot be helped get ``FailedScheduling``.
 5. While provisionable pods remain un-nominated, it runs again every 10 s.
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -430,6 +432,40 @@ def nodeclaim_body(
     return body
 
 
+# --- gangs -----------------------------------------------------------------------------------
+
+
+def launch_units(claims: Sequence[NodeClaimPlan]) -> list[list[NodeClaimPlan]]:
+    """The plan's NodeClaims grouped into launch units, in plan order.
+
+    NodeClaims that carry members of one gang (directly or through a NodeClaim shared with
+    another gang) form one unit; every other NodeClaim is a unit of its own.
+    """
+    parent = list(range(len(claims)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for index, claim in enumerate(claims):
+        for gang in claim.gangs:
+            other = first.setdefault(gang, index)
+            parent[root(index)] = root(other)
+    units: dict[int, list[NodeClaimPlan]] = {}
+    for index, claim in enumerate(claims):
+        units.setdefault(root(index), []).append(claim)
+    return list(units.values())
+
+
+def gang_unit_id(groups: Sequence[str], names: Sequence[str], now: datetime) -> str:
+    """A label-safe id for one gang launch unit (distinct for every batch that plans it)."""
+    text = "|".join([*groups, *names, now.isoformat()])
+    return "g-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 # --- the reconciler --------------------------------------------------------------------------
 
 
@@ -584,12 +620,65 @@ class ProvisioningController(ControllerBase):
 
     def _create_all(self, result: Plan, step: _Step, now: datetime) -> int:
         failed = 0
-        for claim in result.node_claims:
-            if not self._create(claim, step, now):
-                failed += len(claim.pods)
+        for unit in launch_units(result.node_claims):
+            if len(unit) == 1 and not unit[0].gangs:
+                created = self._create(unit[0], step)
+                if created is None:
+                    failed += len(unit[0].pods)
+                else:
+                    self._nominate_claim(unit[0], created, step, now)
+                continue
+            failed += self._create_gang(unit, step, now)
         return failed
 
-    def _create(self, claim: NodeClaimPlan, step: _Step, now: datetime) -> bool:
+    def _create_gang(self, unit: Sequence[NodeClaimPlan], step: _Step, now: datetime) -> int:
+        """Create a gang's NodeClaims as one unit: all of them, or none left behind.
+
+        Each carries the unit's id (``jointer.dev/gang``) and size; pods are nominated only
+        once every NodeClaim exists, so a failure part way leaves them pending, whole.
+        """
+        groups = sorted({gang for claim in unit for gang in claim.gangs})
+        unit_id = gang_unit_id(groups, [claim.name for claim in unit], now)
+        marks = {
+            "label": unit_id,
+            wk.ANNOTATION_GANG_SIZE: str(len(unit)),
+            wk.ANNOTATION_GANG_GROUPS: ",".join(groups),
+        }
+        created: list[tuple[NodeClaimPlan, str]] = []
+        for claim in unit:
+            name = self._create(claim, step, gang=marks)
+            if name is None:
+                self._log.error(
+                    "deleting gang nodeclaims, not all could be created",
+                    gang=unit_id,
+                    groups=",".join(groups),
+                    created=len(created),
+                    size=len(unit),
+                )
+                for _, sibling in created:
+                    self._delete_claim(sibling)
+                return sum(len(c.pods) for c in unit)
+            created.append((claim, name))
+        for claim, name in created:
+            self._nominate_claim(claim, name, step, now)
+        return 0
+
+    def _delete_claim(self, name: str) -> None:
+        try:
+            self._kube.delete(NODE_CLAIMS, name)
+        except KubeApiError as error:
+            self._log.error("deleting nodeclaim", NodeClaim={"name": name}, error=str(error))
+
+    def _nominate_claim(self, claim: NodeClaimPlan, name: str, step: _Step, now: datetime) -> None:
+        for key in claim.pods:
+            pod = step.snapshot.pods.get(key)
+            if pod is not None:
+                self._nominate(pod, name, "", now)
+
+    def _create(
+        self, claim: NodeClaimPlan, step: _Step, *, gang: Mapping[str, str] | None = None
+    ) -> str | None:
+        """Create the NodeClaim for ``claim``; its name, or None when it was not created."""
         nodepool, template = step.pools[claim.node_pool]
         pods = [p for p in (step.snapshot.pods.get(k) for k in claim.pods) if p is not None]
         exceeded = self._limit_exceeded(nodepool)
@@ -599,15 +688,19 @@ class ProvisioningController(ControllerBase):
                 NodePool={"name": nodepool.name},
                 resource=exceeded,
             )
-            return False
+            return None
         body = nodeclaim_body(claim, nodepool, template, pods)
+        if gang is not None:
+            metadata = body["metadata"]
+            metadata["labels"][wk.LABEL_GANG] = gang["label"]
+            metadata["annotations"].update({k: v for k, v in gang.items() if k != "label"})
         try:
             created = self._kube.create(NODE_CLAIMS, body)
         except KubeApiError as error:
             self._log.error(
                 "creating nodeclaim", NodePool={"name": nodepool.name}, error=str(error)
             )
-            return False
+            return None
         name = str(created["metadata"]["name"])
         self._state.apply_object(created)
         self._log.info(
@@ -622,9 +715,7 @@ class ProvisioningController(ControllerBase):
             nodepool=nodepool.name,
             min_values_relaxed=str(claim.min_values_relaxed).lower(),
         ).inc()
-        for pod in pods:
-            self._nominate(pod, name, "", now)
-        return True
+        return name
 
     def _limit_exceeded(self, nodepool: NodePool) -> str | None:
         """Karpenter's strict create-time check: a limit the pool's usage already exceeds."""

@@ -42,6 +42,8 @@ class NodeClaimPlan:
     requests: Mapping[str, int]
     pods: tuple[str, ...]
     min_values_relaxed: bool = False
+    gangs: tuple[str, ...] = ()
+    """The gangs (pod-group ids) whose members it carries: launched all together or not at all."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``nodeClaims[]`` entry of plan.md."""

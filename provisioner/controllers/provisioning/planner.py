@@ -7,6 +7,7 @@ first, as Karpenter hands CreateFleet its flexibility), and is priced on the che
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import time
@@ -141,6 +142,7 @@ def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: b
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
     room = _LimitRoom(build, [build.options[b.bin_type] for b in solution.new_bins])
     fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
+    gang_of = {c.key: c.gang for c in build.problem.classes if c.gang is not None}
     launchable = _by_launch_target(build.options, best_effort=best_effort)
     for index, new_bin in enumerate(solution.new_bins):
         option = build.options[new_bin.bin_type]
@@ -166,7 +168,9 @@ def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: b
             unschedulable.extend(UnschedulablePod(pod.key, claim) for pod in pods)
             room.listed(index, ())
         else:
-            claims.append(claim.plan)
+            gangs = sorted({gang_of[key] for key in new_bin.placement.counts if key in gang_of})
+            planned = claim.plan
+            claims.append(dataclasses.replace(planned, gangs=tuple(gangs)) if gangs else planned)
             room.listed(index, claim.options)
     existing = [
         ExistingNodePlacement(

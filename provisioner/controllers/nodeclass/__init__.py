@@ -1,0 +1,1 @@
+"""The NodeClass controller (status, finalizer, cleanup on delete)."""
