@@ -32,6 +32,7 @@ from cloudprovider.instancetype import InstanceType
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod, Taint
 from provisioner.podgroups import build_context, detect_group, gpu_fraction_milli, group_info
+from provisioner.podgroups.fractions import FractionError
 from provisioner.scheduling.affinity import NodeAffinity, NodeSelectorTerm
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
@@ -393,17 +394,42 @@ def _cheapest(instance_type: InstanceType, capacity_type: str, zone: str) -> flo
     return min(prices) if prices else None
 
 
+GPU_MEMORY_LABEL = "karpenter.k8s.aws/instance-gpu-memory"
+
 # --- GPU fractions -----------------------------------------------------------------------------
 
 
-def _whole_and_fractions(pods: Iterable[_PodInfo]) -> tuple[int, list[tuple[int, int]]]:
-    """Whole GPUs requested (milli) and (milli, devices) fractional demands."""
+def _device_memory(labels: Mapping[str, str]) -> int | None:
+    value = labels.get(GPU_MEMORY_LABEL, "")
+    return int(value) if value.isdigit() else None
+
+
+def _fraction_on(pod: _PodInfo, device_memory: int | None) -> tuple[int, int] | None:
+    """The pod's share of a device of ``device_memory`` MiB (gpu-memory pods depend on it).
+
+    Raises:
+        FractionError: the pod asks for more memory than one device has.
+    """
+    if "gpu-memory" not in pod.model.metadata.annotations:
+        return pod.fraction
+    return gpu_fraction_milli(pod.model, device_memory)
+
+
+def _whole_and_fractions(
+    pods: Iterable[_PodInfo], device_memory: int | None = None
+) -> tuple[int, list[tuple[int, int]]]:
+    """Whole GPUs requested (milli) and (milli, devices) fractional demands.
+
+    Raises:
+        FractionError: a ``gpu-memory`` pod asks for more than one device holds.
+    """
     whole = 0
     fractions = []
     for pod in pods:
         whole += pod.requests.get(GPU, 0)
-        if pod.fraction is not None:
-            milli, devices = pod.fraction
+        fraction = _fraction_on(pod, device_memory)
+        if fraction is not None:
+            milli, devices = fraction
             if milli >= 1000:
                 whole += 1000 * devices
             else:
@@ -424,9 +450,16 @@ def _fractions_pack(devices: int, fractions: Sequence[tuple[int, int]]) -> bool:
 
 
 def _gpu_violations(
-    where: str, gpu_allocatable: int, pods: Sequence[_PodInfo], bound: Sequence[_PodInfo] = ()
+    where: str,
+    gpu_allocatable: int,
+    pods: Sequence[_PodInfo],
+    bound: Sequence[_PodInfo] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> list[str]:
-    whole, fractions = _whole_and_fractions([*pods, *bound])
+    try:
+        whole, fractions = _whole_and_fractions([*pods, *bound], _device_memory(labels or {}))
+    except FractionError as error:
+        return [f"{where}: {error}"]
     if not fractions:
         return []
     devices = (gpu_allocatable - whole) // 1000
@@ -571,7 +604,12 @@ def _check_claim(  # noqa: PLR0912 - one rule after another, kept in plan.md ord
         if short:
             errors.append(f"{where}: {type_name} too small: {', '.join(short)}")
         errors.extend(
-            _gpu_violations(f"{where} ({type_name})", instance_type.allocatable.get(GPU, 0), pods)
+            _gpu_violations(
+                f"{where} ({type_name})",
+                instance_type.allocatable.get(GPU, 0),
+                pods,
+                labels=instance_type.labels,
+            )
         )
         errors.extend(
             f"{where}: {pod.key} node requirements reject {type_name}"
@@ -633,7 +671,9 @@ def _check_existing(inputs: _Inputs, entry: Mapping[str, Any], placement: _Place
     short = _fits(total, node.allocatable)
     if short:
         errors.append(f"{where}: over allocatable: {', '.join(short)}")
-    errors.extend(_gpu_violations(where, node.allocatable.get(GPU, 0), pods, node.bound))
+    errors.extend(
+        _gpu_violations(where, node.allocatable.get(GPU, 0), pods, node.bound, node.labels)
+    )
     for pod in pods:
         if not pod.accepts(node.labels, name):
             errors.append(f"{where}: {pod.key} node requirements reject it")

@@ -22,6 +22,7 @@ from provisioner.podgroups.detect import detect_group
 from provisioner.podgroups.fractions import (
     FractionError,
     gpu_fraction_milli,
+    gpu_memory_mib,
     is_scaling_pod,
     scaling_pod_original,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "build_context",
     "detect_group",
     "gpu_fraction_milli",
+    "gpu_memory_mib",
     "group_info",
     "has_active_do_not_disrupt",
     "is_gpu_reservation_pod",

@@ -25,6 +25,7 @@ __all__ = [
     "WHOLE_GPU_MILLI",
     "FractionError",
     "gpu_fraction_milli",
+    "gpu_memory_mib",
     "is_scaling_pod",
     "scaling_pod_original",
 ]
@@ -144,6 +145,18 @@ def gpu_fraction_milli(pod: Pod, device_memory_mib: int | None) -> tuple[int, in
         else _from_memory(pod, memory or "", device_memory_mib)
     )
     return milli, _num_devices(pod)
+
+
+def gpu_memory_mib(pod: Pod) -> int | None:
+    """The device memory a ``gpu-memory`` pod asks for, in whole MiB (rounded up), else None.
+
+    Raises:
+        FractionError: the value is not a positive number or quantity.
+    """
+    value = pod.metadata.annotations.get(keys.KAI_GPU_MEMORY)
+    if value is None or keys.KAI_GPU_FRACTION in pod.metadata.annotations:
+        return None
+    return math.ceil(_memory_mib(pod, value))
 
 
 def is_scaling_pod(pod: Pod) -> bool:

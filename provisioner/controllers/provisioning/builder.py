@@ -46,12 +46,13 @@ from provisioner.podgroups import (
     PodGroupInfo,
     detect_group,
     gpu_fraction_milli,
+    gpu_memory_mib,
     group_info,
     provisionable_verdicts,
     scaling_pod_original,
 )
 from provisioner.scheduling.affinity import AffinityError, NodeSelectorTerm
-from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.requirements import Requirement, Requirements
 from provisioner.scheduling.resources import (
     fits,
     format_resource_list,
@@ -177,6 +178,7 @@ def build_problem(view: ClusterView) -> Build:
 
 def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
     pending_pods = view.pending_pods()
+    device_memories_ = _device_memories(build.options.values())
     verdicts = provisionable_verdicts(pending_pods, view.groups)
     keys = [_key(pod) for pod in pending_pods]
     pending_keys = set(keys)
@@ -211,9 +213,16 @@ def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
             alternatives = _combine(facts.signature.alternatives, volume_alternatives)
             combined[compat_key] = alternatives
         try:
-            fraction = gpu_fraction_milli(pod, None)
+            memory = gpu_memory_mib(pod)
+            device = _device_memory(device_memories_, memory)
+            fraction = gpu_fraction_milli(pod, device)
         except FractionError as error:
             raise PodError(str(error)) from error
+        if memory is not None:
+            # only devices that hold the memory asked for; the share is the smallest's
+            volume_alternatives = _combine(volume_alternatives, (_holds_memory(memory),))
+            compat_key = (facts.signature, volume_alternatives)
+            alternatives = _combine(facts.signature.alternatives, volume_alternatives)
         item = _Pending(facts, alternatives, compat_key)
         if fraction is not None:
             item = _with_fraction(item, *fraction)
@@ -225,6 +234,33 @@ def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
 
 def _key(pod: Pod) -> str:
     return f"{pod.metadata.namespace or 'default'}/{pod.metadata.name}"
+
+
+def _device_memories(options: Iterable[Option]) -> list[int]:
+    """The distinct per-GPU memories (MiB) of the GPU offerings, ascending."""
+    found: set[int] = set()
+    for option in options:
+        value = option.labels.get(wk.LABEL_INSTANCE_GPU_MEMORY)
+        if value is not None and value.isdigit() and option.capacity.get(GPU, 0) > 0:
+            found.add(int(value))
+    return sorted(found)
+
+
+def _device_memory(memories: Sequence[int], wanted: int | None) -> int | None:
+    """The smallest device memory that holds ``wanted`` MiB, None if none does.
+
+    A ``gpu-memory`` pod's share is counted on that device: the largest share it can take on
+    any device it may get, so the packing never overcommits a larger one.
+    """
+    if wanted is None:
+        return None
+    return next((m for m in memories if m >= wanted), None)
+
+
+def _holds_memory(wanted: int) -> Requirements:
+    return Requirements(
+        [Requirement.from_operator(wk.LABEL_INSTANCE_GPU_MEMORY, "Gt", [str(wanted - 1)])]
+    )
 
 
 def _karpenter_ignore_reason(facts: PodFacts) -> str | None:

@@ -6,6 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.unit.controllers.provisioning.scenario import (
     SMALL_CATALOG,
     _type,
@@ -239,3 +241,48 @@ def test_fractions_on_an_existing_node_keep_their_devices(tmp_path: Path) -> Non
     run = run_plan(objects, tmp_path)
     assert run.violations == []
     assert run.placed()["ml/new"] != "n-gpu"
+
+
+def _gpu_memory_catalog() -> dict[str, Any]:
+    """g4dn (16 GiB devices) cheapest, g5 (22888 MiB devices) next, with Karpenter's label."""
+    catalog = copy.deepcopy(SMALL_CATALOG)
+    for entry in catalog["instanceTypes"]:
+        if entry["name"].startswith("g5."):
+            entry["labels"] = {"karpenter.k8s.aws/instance-gpu-memory": "22888"}
+    g4dn = copy.deepcopy(next(t for t in catalog["instanceTypes"] if t["name"] == "g5.xlarge"))
+    g4dn["name"] = "g4dn.xlarge"
+    g4dn["labels"] = {"karpenter.k8s.aws/instance-gpu-memory": "16384"}
+    for offering in g4dn["offerings"]:
+        offering["price"] = round(offering["price"] / 2, 4)
+    catalog["instanceTypes"].append(g4dn)
+    return catalog
+
+
+def _memory_pod(name: str, mib: int) -> dict[str, Any]:
+    return pod(
+        name,
+        namespace="ml",
+        cpu="500m",
+        memory="1Gi",
+        annotations={"gpu-memory": str(mib)},
+        tolerations=[tolerate("nvidia.com/gpu")],
+    )
+
+
+@pytest.mark.parametrize("policy", ["jointer", "greedy"])
+def test_gpu_memory_pods_take_their_share_of_a_device_by_its_memory(
+    tmp_path: Path, policy: str
+) -> None:
+    """Two 7000 MiB pods share one 16 GiB device; a 20000 MiB pod needs a 22888 MiB one."""
+    objects = [
+        GPU_POOL,
+        _memory_pod("small-0", 7000),
+        _memory_pod("small-1", 7000),
+        _memory_pod("large-0", 20000),
+    ]
+    run = run_plan(objects, tmp_path, catalog=_gpu_memory_catalog(), policy=policy)
+    assert run.violations == [], run.violations
+    assert run.claim_of("ml/small-0") is run.claim_of("ml/small-1")
+    assert run.claim_of("ml/large-0")["instanceType"].startswith("g5.")
+    if policy == "jointer":  # cheapest: the small pods share one 16 GiB device
+        assert run.claim_of("ml/small-0")["instanceType"] == "g4dn.xlarge"
