@@ -1,10 +1,13 @@
 """One assembly of the controller set, for ``jointer run`` and ``jointer simulate`` alike.
 
 :func:`assemble` builds the :class:`~provisioner.controllers.manager.Manager` on its ports, with
-the replacement-first ``interruption`` reconciler when an interruption source is given, and
-``providers.pricing`` when the cloud provider has prices to refresh, as one
-:class:`ControllerSet` that either driver runs. The interruption source is built from a factory
-given the NodeClaim index over the manager's state cache and Karpenter's queue metrics.
+the replacement-first ``interruption`` reconciler when an interruption source is given,
+``providers.pricing`` when the cloud provider has prices to refresh, and Karpenter's metrics
+controllers (``metrics.node``, ``metrics.pod``, ``cloudprovider.metrics``), as one
+:class:`ControllerSet` that either driver runs. The cloud provider is decorated once with
+Karpenter's ``karpenter_cloudprovider_*`` metrics (:mod:`~provisioner.controllers.cloudmetrics`).
+The interruption source is built from a factory given the NodeClaim index over the manager's
+state cache and Karpenter's queue metrics.
 """
 
 from __future__ import annotations
@@ -19,11 +22,17 @@ from structlog.typing import FilteringBoundLogger
 from cloudprovider.interruption import IndexedNodeClaim, MessageObserver, NodeClaimIndex
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis import labels as wk
+from provisioner.controllers.cloudmetrics import MetricsCloudProvider
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.interruption import InterruptionSource, MessageMetrics
 from provisioner.controllers.manager import ControllerSettings, Manager, WorkItem
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
+from provisioner.controllers.statemetrics import (
+    NodeMetricsController,
+    OfferingMetricsController,
+    PodMetricsController,
+)
 from provisioner.kube.protocol import KubeClient, WatchEvent
 from provisioner.kube.resource import Resource
 from provisioner.runtime.clock import Clock
@@ -143,6 +152,7 @@ def assemble(
         disruption: overrides the disruption settings derived from ``settings``.
     """
     state = ClusterState(clock=clock)
+    cloud = MetricsCloudProvider(cloud, metrics=metrics, clock=clock)
     source = (
         interruption(StateNodeClaimIndex(state), MessageMetrics(metrics, clock))
         if interruption is not None
@@ -161,6 +171,9 @@ def assemble(
         state=state,
     )
     extra: Sequence[Reconciler] = (
-        (PricingController(pricing=pricing, clock=clock),) if pricing is not None else ()
+        *((PricingController(pricing=pricing, clock=clock),) if pricing is not None else ()),
+        NodeMetricsController(state=state, metrics=metrics, clock=clock),
+        PodMetricsController(state=state, metrics=metrics),
+        OfferingMetricsController(state=state, cloud=cloud, metrics=metrics, logger=logger),
     )
     return ControllerSet(manager, tuple(extra))
