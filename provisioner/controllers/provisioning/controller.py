@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from prometheus_client import Gauge
 from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.errors import CloudProviderError
@@ -419,6 +421,7 @@ class ProvisioningController(ControllerBase):
         self._planner = planner or PlannerConfig()
         self._region = region
         self._window = nomination_window
+        self._batches = 0
         self.observer: BatchObserver | None = None
         """Called with every batch's snapshot, pools and decision before it is acted on."""
 
@@ -480,6 +483,7 @@ class ProvisioningController(ControllerBase):
         snapshot = self._state.snapshot(now)
         step = _Step(self.pools(snapshot), snapshot)
         started = self._clock.monotonic()
+        depth = self._queue_depth(snapshot)
         try:
             result = decide(snapshot, step.pools, planner=self._planner, region=self._region)
         except PodError as error:
@@ -487,6 +491,7 @@ class ProvisioningController(ControllerBase):
             return 1
         if self.observer is not None:
             self.observer(snapshot, step.pools, result)
+        depth.set(len(result.unschedulable))
         duration = self._clock.monotonic() - started
         self._metrics.scheduling_duration.labels(controller=NAME).observe(result.solver.seconds)
         self._metrics.plan_cost.set(result.cost_per_hour)
@@ -512,6 +517,27 @@ class ProvisioningController(ControllerBase):
             if pod is not None:
                 self._events.publish(failed_scheduling(pod, unschedulable.reason))
         return len(result.unschedulable) + failed
+
+    def _queue_depth(self, snapshot: Snapshot) -> Gauge:
+        """Set ``karpenter_scheduler_queue_depth`` to the batch's pods under a new scheduling id.
+
+        Karpenter drops the previous ids of the controller first; the gauge returned is set
+        again to the pods left in the queue once the batch is decided.
+        """
+        self._batches += 1
+        scheduling_id = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{NAME}/{self._batches}"))
+        gauge = self._metrics.queue_depth
+        for labels in list(gauge._metrics):  # noqa: SLF001 - DeletePartialMatch{controller}
+            if labels[0] == NAME:
+                gauge.remove(*labels)
+        pending = [
+            pod
+            for key, pod in snapshot.pods.items()
+            if not pod.spec.node_name and key not in snapshot.nominations and is_provisionable(pod)
+        ]
+        series = gauge.labels(controller=NAME, scheduling_id=scheduling_id)
+        series.set(len(pending))
+        return series
 
     def _nominate_existing(self, result: Plan, snapshot: Snapshot, now: datetime) -> None:
         for placement in result.existing_nodes:
