@@ -83,7 +83,7 @@ def test_unknown_errors_have_an_empty_error_label_and_calls_are_timed_anyway():
     fake.next_get_error = CreateError("boom")
     fake.next_delete_error = NodeClaimNotFoundError("gone")
     for call in (lambda: cloud.get("aws:///a/i-1"), lambda: cloud.delete("aws:///a/i-1")):
-        with pytest.raises(Exception):  # noqa: B017, PT011 - re-raised unchanged
+        with pytest.raises(Exception):  # noqa: B017 - re-raised unchanged
             call()
     labels = {"controller": "x", "provider": "fake"}
     errors = "karpenter_cloudprovider_errors_total"
@@ -146,7 +146,7 @@ def node_series(h: Harness, metric: str, node: str) -> dict[str, float]:
 
 
 def test_node_gauges_are_karpenters_and_go_with_the_node(h):
-    claim, name = register(h)
+    _, name = register(h)
     allocatable = node_series(h, "karpenter_nodes_allocatable", name)
     assert allocatable["cpu"] == pytest.approx(1.9)  # c.large: 2 cores less 100m
     assert allocatable["memory"] == 4 * 1024**3 - 1024**3 // 2
@@ -161,7 +161,7 @@ def test_node_gauges_are_karpenters_and_go_with_the_node(h):
     h.kube.delete(NODES, name)
     h.run(5)
     assert node_series(h, "karpenter_nodes_allocatable", name) == {}
-    assert [s for s in samples(h, "karpenter_nodes_current_lifetime_seconds")] == []
+    assert samples(h, "karpenter_nodes_current_lifetime_seconds") == []
 
 
 def test_daemonset_pods_count_as_daemon_requests(h):
