@@ -3,7 +3,7 @@
 :func:`assemble` builds the :class:`~provisioner.controllers.manager.Manager` on its ports, with
 the replacement-first ``interruption`` reconciler when an interruption source is given,
 ``providers.pricing`` when the cloud provider has prices to refresh, and Karpenter's metrics
-controllers (``metrics.node``, ``metrics.pod``, ``cloudprovider.metrics``), as one
+controllers (``metrics.node``, ``metrics.pod``), as one
 :class:`ControllerSet` that either driver runs. The cloud provider is decorated once with
 Karpenter's ``karpenter_cloudprovider_*`` metrics (:mod:`~provisioner.controllers.cloudmetrics`).
 The interruption source is built from a factory given the NodeClaim index over the manager's
@@ -30,7 +30,6 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.controllers.statemetrics import (
     NodeMetricsController,
-    OfferingMetricsController,
     PodMetricsController,
 )
 from provisioner.kube.protocol import KubeClient, WatchEvent
@@ -174,6 +173,5 @@ def assemble(
         *((PricingController(pricing=pricing, clock=clock),) if pricing is not None else ()),
         NodeMetricsController(state=state, metrics=metrics, clock=clock),
         PodMetricsController(state=state, metrics=metrics),
-        OfferingMetricsController(state=state, cloud=cloud, metrics=metrics, logger=logger),
     )
     return ControllerSet(manager, tuple(extra))

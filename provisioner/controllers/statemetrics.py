@@ -7,8 +7,8 @@
   ``karpenter_cluster_utilization_percent``.
 * ``metrics.pod`` (every 5 s, only when the cache changed): ``karpenter_pods_state`` = 1 for
   every pod, labelled with its node's well-known labels.
-* ``cloudprovider.metrics`` (every minute): ``karpenter_cloudprovider_instance_type_offering_
-  available`` / ``_price_estimate`` for the instance types of every NodePool.
+* :class:`OfferingGauges`: ``karpenter_cloudprovider_instance_type_offering_available`` /
+  ``_price_estimate``, observed by the provisioner from the instance types it resolves.
 
 Values are Karpenter's: CPU in cores, every other resource in whole units (rounded up);
 ``resource_type`` is the resource name lower-cased with ``-`` as ``_``. Series of objects that are
@@ -18,19 +18,16 @@ gone are removed (Karpenter's ``metrics.Store``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
 from prometheus_client import Gauge
-from structlog.typing import FilteringBoundLogger
 
-from cloudprovider.errors import CloudProviderError
-from cloudprovider.protocol import CloudProvider, NodeClassRef, NodePoolRef
+from cloudprovider.instancetype import InstanceType
 from provisioner.apis import labels as wk
 from provisioner.apis.core import Node, Pod
-from provisioner.controllers.cloudmetrics import for_controller
 from provisioner.controllers.metrics import NODE_LABELS, Metrics
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Request, Result
@@ -47,17 +44,15 @@ from provisioner.state.statenode import StateNode
 
 __all__ = [
     "NODE_METRICS_INTERVAL",
-    "OFFERING_METRICS_INTERVAL",
     "POD_METRICS_INTERVAL",
     "GaugeStore",
     "NodeMetricsController",
-    "OfferingMetricsController",
+    "OfferingGauges",
     "PodMetricsController",
 ]
 
 NODE_METRICS_INTERVAL: Final = timedelta(seconds=5)
 POD_METRICS_INTERVAL: Final = timedelta(seconds=5)
-OFFERING_METRICS_INTERVAL: Final = timedelta(minutes=1)
 
 _CPU: Final = "cpu"
 _MILLI: Final = 1000
@@ -323,73 +318,38 @@ class PodMetricsController:
         return Result.after(POD_METRICS_INTERVAL)
 
 
-class OfferingMetricsController:
-    """``cloudprovider.metrics``: offering availability and price of every NodePool's types.
+class OfferingGauges:
+    """``karpenter_cloudprovider_instance_type_offering_available`` / ``_price_estimate``.
 
-    An offering is available when it is available for any NodePool. A NodePool whose instance
-    types cannot be listed is skipped (the call is counted in
-    ``karpenter_cloudprovider_errors_total``).
+    Observed from the instance types the provisioner resolves for its NodePools on each batch
+    (Karpenter's AWS provider sets them from the same ``GetInstanceTypes`` answers). An offering
+    is available when it is available for any NodePool; offerings no NodePool has any more are
+    removed. Only changed series are written (a region has thousands of offerings).
     """
 
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        cloud: CloudProvider,
-        metrics: Metrics,
-        logger: FilteringBoundLogger,
-    ) -> None:
-        self._state = state
-        self._cloud = for_controller(cloud, self.name)
+    def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
-        self._log = logger.bind(controller=self.name)
-        self._store = GaugeStore()
+        self._last: dict[tuple[str, str, str], tuple[bool, float]] = {}
 
-    @property
-    def name(self) -> str:
-        """``cloudprovider.metrics``."""
-        return "cloudprovider.metrics"
-
-    def reconcile(self, request: Request) -> Result:
-        """List every NodePool's instance types and set the offering gauges."""
-        del request
-        available: dict[tuple[str, str, str], bool] = {}
-        price: dict[tuple[str, str, str], float] = {}
-        for entry in self._state.nodepools():
-            pool = entry.nodepool
-            if pool is None:
-                continue
-            ref = pool.node_class_ref
-            try:
-                types = self._cloud.get_instance_types(
-                    NodePoolRef(
-                        name=pool.name,
-                        node_class=NodeClassRef(name=ref.name, kind=ref.kind, group=ref.group),
-                    )
-                )
-            except CloudProviderError as error:
-                self._log.debug(
-                    "listing instance types", NodePool={"name": pool.name}, error=str(error)
-                )
-                continue
-            for instance_type in types:
+    def observe(self, types: Iterable[Sequence[InstanceType]]) -> None:
+        """Set the gauges from every NodePool's instance types."""
+        current: dict[tuple[str, str, str], tuple[bool, float]] = {}
+        for pool_types in types:
+            for instance_type in pool_types:
                 for offering in instance_type.offerings:
                     key = (instance_type.name, offering.capacity_type, offering.zone)
-                    available[key] = available.get(key, False) or offering.available
-                    price[key] = offering.price
-        m = self._metrics
-        self._store.replace_all(
-            {
-                "/".join(key): [
-                    _Sample(m.offering_available, _offering_labels(key), float(is_available)),
-                    _Sample(m.offering_price, _offering_labels(key), price[key]),
-                ]
-                for key, is_available in sorted(available.items())
-            }
+                    seen = current.get(key)
+                    available = offering.available or (seen is not None and seen[0])
+                    current[key] = (available, offering.price)
+        available_gauge, price_gauge = (
+            self._metrics.offering_available,
+            self._metrics.offering_price,
         )
-        return Result.after(OFFERING_METRICS_INTERVAL)
-
-
-def _offering_labels(key: tuple[str, str, str]) -> dict[str, str]:
-    instance_type, capacity_type, zone = key
-    return {"instance_type": instance_type, "capacity_type": capacity_type, "zone": zone}
+        for key, value in current.items():
+            if self._last.get(key) != value:
+                available_gauge.labels(*key).set(float(value[0]))
+                price_gauge.labels(*key).set(value[1])
+        for key in self._last.keys() - current.keys():
+            available_gauge.remove(*key)
+            price_gauge.remove(*key)
+        self._last = current

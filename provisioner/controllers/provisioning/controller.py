@@ -45,6 +45,7 @@ from provisioner.controllers.provisioning.overlays import apply_overlays
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
+from provisioner.controllers.statemetrics import OfferingGauges
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS
@@ -422,6 +423,7 @@ class ProvisioningController(ControllerBase):
         self._region = region
         self._window = nomination_window
         self._batches = 0
+        self._offerings = OfferingGauges(ports.metrics)
         self.observer: BatchObserver | None = None
         """Called with every batch's snapshot, pools and decision before it is acted on."""
 
@@ -471,8 +473,19 @@ class ProvisioningController(ControllerBase):
         return self._cloud.get_instance_types(ref)
 
     def pools(self, snapshot: Snapshot) -> dict[str, tuple[NodePool, PoolTemplate]]:
-        """The ready NodePools with their instance types from the cloud provider."""
-        return resolve_pools(snapshot, self._instance_types, self._log)
+        """The ready NodePools with their instance types from the cloud provider.
+
+        The offering gauges are set from the instance types resolved.
+        """
+        resolved: list[Sequence[InstanceType]] = []
+
+        def lookup(nodepool: NodePool) -> Sequence[InstanceType]:
+            resolved.append(self._instance_types(nodepool))
+            return resolved[-1]
+
+        pools = resolve_pools(snapshot, lookup, self._log)
+        self._offerings.observe(resolved)
+        return pools
 
     def schedule(self, now: datetime) -> int:
         """Plan for every provisionable pod and create the NodeClaims.

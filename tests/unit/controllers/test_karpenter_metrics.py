@@ -197,21 +197,23 @@ def test_pod_state_is_labelled_with_its_node_and_removed_with_the_pod(h):
     assert names == {"waiting"}
 
 
-# -- cloudprovider.metrics ----------------------------------------------------------------------
+# -- offering gauges ---------------------------------------------------------------------------
 
 
-def test_offering_gauges_follow_the_cloud_providers_offerings(h):
+def test_offering_gauges_follow_the_instance_types_the_provisioner_resolves(h):
     labels = {"instance_type": "c.large", "capacity_type": "on-demand", "zone": "zone-a"}
     price = "karpenter_cloudprovider_instance_type_offering_price_estimate"
     available = "karpenter_cloudprovider_instance_type_offering_available"
+    launch(h, "web-0")
     assert h.metric(price, **labels) == 0.085
     assert h.metric(available, **labels) == 1
-    assert h.metric(
-        DURATION, controller="cloudprovider.metrics", method="GetInstanceTypes", provider="fake"
-    )
+    spot = {**labels, "capacity_type": "spot", "zone": "zone-b"}
+    assert h.metric(price, **spot) == pytest.approx(0.085 / 2.9)
     h.cloud.mark_unavailable("on-demand", "c.large", "zone-a")
-    h.run(60)
+    launch(h, "web-1")
     assert h.metric(available, **labels) == 0
-    h.kube.delete(NODE_POOLS, "default")
-    h.run(60)
-    assert samples(h, available) == []
+    assert h.metric(price, **labels) == 0.085
+    h.cloud.instance_types = [t for t in h.cloud.instance_types if t.name != "c.large"]
+    launch(h, "web-2")
+    assert [s for s in samples(h, available) if s[0]["instance_type"] == "c.large"] == []
+    assert [s for s in samples(h, price) if s[0]["instance_type"] == "c.large"] == []
