@@ -2,10 +2,13 @@
 
 :func:`assemble` builds the :class:`~provisioner.controllers.manager.Manager` on its ports, with
 the replacement-first ``interruption`` reconciler when an interruption source is given, the
-``nodeclass`` reconciler when the provider has a NodeClass lifecycle, and
-``providers.pricing`` when the cloud provider has prices to refresh, as one
-:class:`ControllerSet` that either driver runs. The interruption source is built from a factory
-given the NodeClaim index over the manager's state cache and Karpenter's queue metrics.
+``nodeclass`` reconciler when the provider has a NodeClass lifecycle,
+``providers.pricing`` when the cloud provider has prices to refresh, and Karpenter's metrics
+controllers (``metrics.node``, ``metrics.pod``), as one
+:class:`ControllerSet` that either driver runs. The cloud provider is decorated once with
+Karpenter's ``karpenter_cloudprovider_*`` metrics (:mod:`~provisioner.controllers.cloudmetrics`).
+The interruption source is built from a factory given the NodeClaim index over the manager's
+state cache and Karpenter's queue metrics.
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ from cloudprovider.interruption import IndexedNodeClaim, MessageObserver, NodeCl
 from cloudprovider.nodeclass import NodeClassLifecycle
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis import labels as wk
+from provisioner.controllers.cloudmetrics import MetricsCloudProvider
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.interruption import InterruptionSource, MessageMetrics
 from provisioner.controllers.manager import ControllerSettings, Manager, WorkItem
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
+from provisioner.controllers.statemetrics import (
+    NodeMetricsController,
+    PodMetricsController,
+)
 from provisioner.kube.protocol import KubeClient, WatchEvent
 from provisioner.kube.resource import Resource
 from provisioner.runtime.clock import Clock
@@ -147,6 +155,7 @@ def assemble(
         nodeclasses: the provider's NodeClass status and cleanup; None leaves ``nodeclass`` out.
     """
     state = ClusterState(clock=clock)
+    cloud = MetricsCloudProvider(cloud, metrics=metrics, clock=clock)
     source = (
         interruption(StateNodeClaimIndex(state), MessageMetrics(metrics, clock))
         if interruption is not None
@@ -166,6 +175,8 @@ def assemble(
         nodeclasses=nodeclasses,
     )
     extra: Sequence[Reconciler] = (
-        (PricingController(pricing=pricing, clock=clock),) if pricing is not None else ()
+        *((PricingController(pricing=pricing, clock=clock),) if pricing is not None else ()),
+        NodeMetricsController(state=state, metrics=metrics, clock=clock),
+        PodMetricsController(state=state, metrics=metrics),
     )
     return ControllerSet(manager, tuple(extra))

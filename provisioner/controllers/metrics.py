@@ -9,7 +9,46 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["Metrics"]
+__all__ = ["NODE_LABELS", "POD_STATE_LABELS", "Metrics"]
+
+_GO_DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+"""Prometheus' Go client ``DefBuckets`` (what Karpenter's histograms use without buckets)."""
+
+NODE_LABELS = (
+    "nodepool",
+    "zone",
+    "region",
+    "instance_type",
+    "arch",
+    "os",
+    "capacity_type",
+    "windows_build",
+    "node_name",
+    "phase",
+    "managed",
+)
+"""The labels of Karpenter's ``karpenter_nodes_*`` state gauges (its well-known node labels in
+snake case, then ``node_name``, ``phase``, ``managed``)."""
+
+POD_STATE_LABELS = (
+    "name",
+    "namespace",
+    "owner",
+    "node",
+    "scheduled",
+    "nodepool",
+    "zone",
+    "arch",
+    "capacity_type",
+    "instance_type",
+    "phase",
+    "ready",
+    "managed",
+)
+"""The labels of ``karpenter_pods_state``."""
+
+_RESOURCE_TYPE = "resource_type"
+_OFFERING_LABELS = ("instance_type", "capacity_type", "zone")
 
 _SCHEDULING_BUCKETS = (
     0.005,
@@ -105,7 +144,7 @@ class Metrics:
         )
         self.queue_depth = Gauge(
             "karpenter_scheduler_queue_depth",
-            "The number of pods that Karpenter has yet to schedule.",
+            "The number of pods currently waiting to be scheduled.",
             ["controller", "scheduling_id"],
             registry=registry,
         )
@@ -114,12 +153,88 @@ class Metrics:
             "Duration of cloud provider method calls. Labeled by the controller, method name "
             "and provider.",
             ["controller", "method", "provider"],
+            buckets=_GO_DEFAULT_BUCKETS,
             registry=registry,
         )
         self.cloudprovider_errors = Counter(
             "karpenter_cloudprovider_errors_total",
             "Total number of errors returned from CloudProvider calls.",
             ["controller", "method", "provider", "error"],
+            registry=registry,
+        )
+        self.offering_available = Gauge(
+            "karpenter_cloudprovider_instance_type_offering_available",
+            "Instance type offering availability, based on instance type, capacity type, and zone",
+            _OFFERING_LABELS,
+            registry=registry,
+        )
+        self.offering_price = Gauge(
+            "karpenter_cloudprovider_instance_type_offering_price_estimate",
+            "Instance type offering estimated hourly price used when making informed decisions "
+            "on node cost calculation, based on instance type, capacity type, and zone.",
+            _OFFERING_LABELS,
+            registry=registry,
+        )
+        node_resource = (*NODE_LABELS, _RESOURCE_TYPE)
+        self.nodes_allocatable = Gauge(
+            "karpenter_nodes_allocatable",
+            "Node allocatable are the resources allocatable by nodes.",
+            node_resource,
+            registry=registry,
+        )
+        self.nodes_total_pod_requests = Gauge(
+            "karpenter_nodes_total_pod_requests",
+            "Node total pod requests are the resources requested by pods bound to nodes, "
+            "including the DaemonSet pods.",
+            node_resource,
+            registry=registry,
+        )
+        self.nodes_total_pod_limits = Gauge(
+            "karpenter_nodes_total_pod_limits",
+            "Node total pod limits are the resources specified by pod limits, including the "
+            "DaemonSet pods.",
+            node_resource,
+            registry=registry,
+        )
+        self.nodes_total_daemon_requests = Gauge(
+            "karpenter_nodes_total_daemon_requests",
+            "Node total daemon requests are the resource requested by DaemonSet pods bound to "
+            "nodes.",
+            node_resource,
+            registry=registry,
+        )
+        self.nodes_total_daemon_limits = Gauge(
+            "karpenter_nodes_total_daemon_limits",
+            "Node total daemon limits are the resources specified by DaemonSet pod limits.",
+            node_resource,
+            registry=registry,
+        )
+        self.nodes_system_overhead = Gauge(
+            "karpenter_nodes_system_overhead",
+            "Node system daemon overhead are the resources reserved for system overhead, the "
+            "difference between the node's capacity and allocatable values are reported by the "
+            "status.",
+            node_resource,
+            registry=registry,
+        )
+        self.nodes_lifetime = Gauge(
+            "karpenter_nodes_current_lifetime_seconds",
+            "Node age in seconds",
+            NODE_LABELS,
+            registry=registry,
+        )
+        self.cluster_utilization = Gauge(
+            "karpenter_cluster_utilization_percent",
+            "Utilization of allocatable resources by pod requests",
+            [_RESOURCE_TYPE],
+            registry=registry,
+        )
+        self.pods_state = Gauge(
+            "karpenter_pods_state",
+            "Pod state is the current state of pods. This metric can be used several ways as it "
+            "is labeled by the pod name, namespace, owner, node, nodepool name, zone, "
+            "architecture, capacity type, instance type, pod phase, and pod readiness.",
+            POD_STATE_LABELS,
             registry=registry,
         )
         self.nodeclaim_termination_duration = Histogram(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.protocol import CloudProvider
+from provisioner.controllers.cloudmetrics import for_controller
 from provisioner.controllers.events import EventRecorder
 from provisioner.controllers.metrics import Metrics
 from provisioner.kube.protocol import KubeClient
@@ -30,12 +31,16 @@ class Ports:
 
 
 class ControllerBase:
-    """Keeps the ports under the names the controllers use; binds the ``controller`` log field."""
+    """Keeps the ports under the names the controllers use.
+
+    Binds the ``controller`` log field, and the ``controller`` label of the cloud provider's
+    metrics when the provider is decorated (:mod:`provisioner.controllers.cloudmetrics`).
+    """
 
     def __init__(self, ports: Ports, name: str) -> None:
         self._state = ports.state
         self._kube = ports.kube
-        self._cloud = ports.cloud
+        self._cloud = for_controller(ports.cloud, name)
         self._clock = ports.clock
         self._log = ports.logger.bind(controller=name)
         self._metrics = ports.metrics

@@ -121,7 +121,7 @@ class DisruptionController(ControllerBase):
             MultiNodeConsolidation(),
             SingleNodeConsolidation(),
         )
-        self._catalogs = CatalogCache(ports.cloud, region=region, ttl=self._config.catalog_ttl)
+        self._catalogs = CatalogCache(self._cloud, region=region, ttl=self._config.catalog_ttl)
         self._pending: _Pending | None = None
         self._noop: dict[str, tuple[int, frozenset[str], datetime]] = {}
         self._idle: tuple[object, datetime] | None = None

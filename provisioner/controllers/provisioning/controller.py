@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from prometheus_client import Gauge
 from structlog.typing import FilteringBoundLogger
 
 from cloudprovider.errors import CloudProviderError, NodeClassNotReadyError
@@ -46,6 +48,7 @@ from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
 from provisioner.controllers.provisioning.reasons import UnavailablePool
+from provisioner.controllers.statemetrics import OfferingGauges
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS
@@ -507,6 +510,8 @@ class ProvisioningController(ControllerBase):
         self._planner = planner or PlannerConfig()
         self._region = region
         self._window = nomination_window
+        self._batches = 0
+        self._offerings = OfferingGauges(ports.metrics)
         self.observer: BatchObserver | None = None
         """Called with every batch's snapshot, pools and decision before it is acted on."""
 
@@ -556,8 +561,19 @@ class ProvisioningController(ControllerBase):
         return self._cloud.get_instance_types(ref)
 
     def pools(self, snapshot: Snapshot) -> dict[str, tuple[NodePool, PoolTemplate]]:
-        """The ready NodePools with their instance types from the cloud provider."""
-        return resolve_pools(snapshot, self._instance_types, self._log)
+        """The ready NodePools with their instance types from the cloud provider.
+
+        The offering gauges are set from the instance types resolved.
+        """
+        resolved: list[Sequence[InstanceType]] = []
+
+        def lookup(nodepool: NodePool) -> Sequence[InstanceType]:
+            resolved.append(self._instance_types(nodepool))
+            return resolved[-1]
+
+        pools = resolve_pools(snapshot, lookup, self._log)
+        self._offerings.observe(resolved)
+        return pools
 
     def schedule(self, now: datetime) -> int:
         """Plan for every provisionable pod and create the NodeClaims.
@@ -568,6 +584,7 @@ class ProvisioningController(ControllerBase):
         snapshot = self._state.snapshot(now)
         step = _Step(self.pools(snapshot), snapshot)
         started = self._clock.monotonic()
+        depth = self._queue_depth(snapshot)
         try:
             result = decide(snapshot, step.pools, planner=self._planner, region=self._region)
         except PodError as error:
@@ -575,6 +592,7 @@ class ProvisioningController(ControllerBase):
             return 1
         if self.observer is not None:
             self.observer(snapshot, step.pools, result)
+        depth.set(len(result.unschedulable))
         duration = self._clock.monotonic() - started
         self._metrics.scheduling_duration.labels(controller=NAME).observe(result.solver.seconds)
         self._metrics.plan_cost.set(result.cost_per_hour)
@@ -600,6 +618,27 @@ class ProvisioningController(ControllerBase):
             if pod is not None:
                 self._events.publish(failed_scheduling(pod, unschedulable.reason))
         return len(result.unschedulable) + failed
+
+    def _queue_depth(self, snapshot: Snapshot) -> Gauge:
+        """Set ``karpenter_scheduler_queue_depth`` to the batch's pods under a new scheduling id.
+
+        Karpenter drops the previous ids of the controller first; the gauge returned is set
+        again to the pods left in the queue once the batch is decided.
+        """
+        self._batches += 1
+        scheduling_id = str(uuid.uuid5(uuid.NAMESPACE_OID, f"{NAME}/{self._batches}"))
+        gauge = self._metrics.queue_depth
+        for labels in list(gauge._metrics):  # noqa: SLF001 - DeletePartialMatch{controller}
+            if labels[0] == NAME:
+                gauge.remove(*labels)
+        pending = [
+            pod
+            for key, pod in snapshot.pods.items()
+            if not pod.spec.node_name and key not in snapshot.nominations and is_provisionable(pod)
+        ]
+        series = gauge.labels(controller=NAME, scheduling_id=scheduling_id)
+        series.set(len(pending))
+        return series
 
     def _nominate_existing(self, result: Plan, snapshot: Snapshot, now: datetime) -> None:
         for placement in result.existing_nodes:

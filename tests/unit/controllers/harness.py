@@ -20,6 +20,7 @@ from structlog.testing import CapturingLogger
 from cloudprovider.fake import FakeCloudProvider
 from cloudprovider.instancetype import InstanceType, Offering
 from provisioner.app.settings import Settings
+from provisioner.controllers.assembly import ControllerSet, assemble
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
@@ -108,9 +109,17 @@ class _Item:
 
 
 class Harness:
+    """The controllers on fakes. ``assembled`` runs the full assembly (decorated cloud provider
+    and the metrics controllers) instead of the bare manager."""
+
     def __init__(
-        self, *, types: list[InstanceType] | None = None, settings: Settings | None = None
+        self,
+        *,
+        types: list[InstanceType] | None = None,
+        settings: Settings | None = None,
+        assembled: bool = False,
     ):
+        self.assembled = assembled
         self.clock = FakeClock()
         self.kube = InMemoryKube(clock=self.clock.now)
         self.cloud = FakeCloudProvider(instance_types=list(types or TYPES), clock=self.clock.now)
@@ -132,27 +141,34 @@ class Harness:
             wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         )
         self.registry = CollectorRegistry()
-        self.manager = Manager(
-            kube=self.kube,
-            cloud=self.cloud,
-            clock=self.clock,
-            settings=self.settings,
-            logger=logger,
-            metrics=Metrics(self.registry),
-            planner=PlannerConfig(
-                policy="greedy",
-                ignore_preferences=self.settings.ignore_preferences(),
-                min_values_best_effort=self.settings.best_effort_min_values(),
-            ),
+        planner = PlannerConfig(
+            policy="greedy",
+            ignore_preferences=self.settings.ignore_preferences(),
+            min_values_best_effort=self.settings.best_effort_min_values(),
         )
+        parts: dict[str, Any] = {
+            "kube": self.kube,
+            "cloud": self.cloud,
+            "clock": self.clock,
+            "settings": self.settings,
+            "logger": logger,
+            "metrics": Metrics(self.registry),
+            "planner": planner,
+        }
+        self.controllers: ControllerSet | Manager
+        if self.assembled:
+            self.controllers = assemble(**parts)
+            self.manager = self.controllers.manager
+        else:
+            self.manager = self.controllers = Manager(**parts)
         self.queue: dict[tuple[str, Request], tuple[datetime, _Item]] = {}
         self.unsubscribe = self.kube.subscribe(self._on_event)
-        for reconciler, request in self.manager.start():
+        for reconciler, request in self.controllers.start():
             self._enqueue(reconciler, request, self.clock.now())
         return self.manager
 
     def _on_event(self, resource: Resource, event: WatchEvent) -> None:
-        for reconciler, request in self.manager.handle(resource, event):
+        for reconciler, request in self.controllers.handle(resource, event):
             self._enqueue(reconciler, request, self.clock.now())
 
     def _enqueue(self, reconciler: Reconciler, request: Request, due: datetime) -> None:

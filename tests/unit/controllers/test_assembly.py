@@ -92,7 +92,8 @@ def test_without_a_source_or_prices_neither_extra_reconciler_runs():
     controllers, *_ = build()
     assert "interruption" not in names(controllers)
     assert "providers.pricing" not in names(controllers)
-    assert controllers.reconcilers == controllers.manager.reconcilers
+    extra = names(controllers)[len(controllers.manager.reconcilers) :]
+    assert extra == ["metrics.node", "metrics.pod"]
 
 
 def test_the_source_is_built_on_the_managers_cache_and_counted_in_its_metrics():
