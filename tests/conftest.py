@@ -4,7 +4,7 @@ the AWS call recorder of the least-privilege test."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,6 +71,23 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.config.stash[KUBE_RBAC_KEY].current_test = item.nodeid
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    # The RBAC proof judges "never called" only when no controller test was deselected.
+    for item in items:
+        item.config.stash[KUBE_RBAC_KEY].deselected.add(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # The RBAC proof judges "never called" only when no controller test was skipped.
+    report = yield
+    if report.skipped:
+        item.config.stash[KUBE_RBAC_KEY].skipped.add(item.nodeid)
+    return report
 
 
 @pytest.fixture

@@ -15,7 +15,12 @@ Origin, as in ``tests/awscalls.py``: the stack is walked from the call outwards;
 events, the RBAC wrapper) are skipped; the first remaining project frame decides: under
 ``provisioner/`` (but not ``provisioner/simulation/``, the simulated kubelet, scheduler and
 workloads) or ``cloudprovider/`` means the controller; anything else (test setup, fixtures)
-is not checked. Calls through the kmock HTTP server of ``tests/kube`` are not seen here.
+is not checked.
+
+Calls over HTTP (``jointer run`` against the kmock API server of ``tests/kube``) do not pass
+``_enter``: the server maps each request carrying the controller's token to its RBAC attributes
+and calls :meth:`KubeRbacHook.check` itself (``tests/kube/kmock_shim.py``), so they are decided
+and recorded alike.
 
 Tests that need other rules (a chart without a rule) use the ``kube_rbac_rules`` fixture; calls
 decided under such rules are not recorded for the proof.
@@ -93,6 +98,10 @@ class KubeRbacHook:
         self.authorizer = self.chart
         self.allowed: set[AccessRequest] = set()
         self.denied: dict[AccessRequest, str] = {}
+        self.skipped: set[str] = set()
+        """Node ids of the tests that were skipped (their calls are missing)."""
+        self.deselected: set[str] = set()
+        """Node ids of the tests deselected (-k, -m, --deselect, --lf)."""
         self.current_test = ""
 
     @property

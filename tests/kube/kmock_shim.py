@@ -7,6 +7,14 @@ Adds: uid/resourceVersion/generation/creationTimestamp stamping and `generateNam
 `pods/eviction` (PDB-checked with `provisioner.kube.pdb`, then delete); label selectors on
 lists and watches; watches that skip objects at or before the requested resourceVersion;
 `/version/` and `/apis/`; and `expire_next_watch()` (the next watch answers 410 Expired).
+
+Authorization, as the API server does it: a request carrying the controller's bearer token
+(`CONTROLLER_TOKEN`, the kubeconfig `jointer run` is given) is mapped to its RBAC attributes
+(`access_request`: verb, group, resource/subresource, namespace, name, as
+`k8s.io/apiserver`'s `RequestInfoFactory` does) and handed to `authorize`, which raises
+`ForbiddenError` to deny: the answer is then the API server's 403 Status. Requests without the
+token (the test's own client, playing kubelet and users) are not checked. Non-resource URLs
+(`/version/`, `/apis/`) are not checked either (`system:discovery` grants them to everyone).
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ import json
 import threading
 import uuid
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import aiohttp.web
 import attrs
@@ -27,8 +36,9 @@ from kmock._internal import apps, enums, rendering
 from kmock._internal.k8s import KubernetesError
 
 from provisioner.kube import pdb
-from provisioner.kube.errors import KubeApiError
+from provisioner.kube.errors import ForbiddenError, KubeApiError
 from provisioner.kube.patch import apply_merge_patch
+from provisioner.kube.rbac import AccessRequest
 from provisioner.kube.selector import parse_label_selector
 
 KARPENTER_CRDS = {
@@ -37,6 +47,62 @@ KARPENTER_CRDS = {
     "karpenter.sh/v1alpha1/nodeoverlays": "NodeOverlay",
     "karpenter.k8s.aws/v1/ec2nodeclasses": "EC2NodeClass",
 }
+
+
+CONTROLLER_TOKEN: Final = "jointer-controller"  # noqa: S105 - a test server's, not a secret
+"""The bearer token of the controller's ServiceAccount; its requests are authorized."""
+
+Authorize = Callable[[AccessRequest], None]
+"""Decides one request: returns to allow, raises `ForbiddenError` to deny."""
+
+_VERBS: Final = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def access_request(request: rendering.Request) -> AccessRequest | None:
+    """The RBAC attributes of a resource request (`None` for non-resource URLs).
+
+    As the API server's `RequestInfoFactory`: GET of a name is `get`; GET of a collection is
+    `list`, or `watch` with `?watch=true`, named by an exact `metadata.name` field selector;
+    POST `create`, PUT `update`, PATCH `patch`, DELETE `delete` (of a collection:
+    `deletecollection`); subresources (`status`, `eviction`, `binding`) keep the verb.
+    """
+    if request.resource is None:
+        return None
+    method = request.method.value.upper()
+    name = request.name
+    if method in {"GET", "HEAD"}:
+        if name:
+            verb = "get"
+        else:
+            verb = "watch" if request.params.get("watch") in {"true", "1"} else "list"
+            name = _exact_name(request.params.get("fieldSelector"))
+    elif method == "DELETE" and not name:
+        verb = "deletecollection"
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return AccessRequest(
+        verb=verb,
+        group=request.resource.group or "",
+        resource=request.resource.plural or "",
+        subresource=request.subresource or "",
+        namespace=request.namespace,
+        name=name,
+    )
+
+
+def _exact_name(field_selector: str | None) -> str | None:
+    for term in (field_selector or "").split(","):
+        key, op, value = term.partition("=")
+        if op and key.strip() == "metadata.name":
+            return value.lstrip("=").strip() or None
+    return None
+
+
+def _bearer(request: rendering.Request) -> str | None:
+    for key, value in request.headers.items():
+        if key.lower() == "authorization" and value.startswith("Bearer "):
+            return value.removeprefix("Bearer ").strip()
+    return None
 
 
 def _now() -> str:
@@ -51,6 +117,7 @@ def _error(code: int, reason: str, message: str) -> KubernetesError:
 class ShimEmulator(KubernetesEmulator):
     """`KubernetesEmulator` with the real API's metadata and concurrency semantics."""
 
+    authorize: Authorize | None = None
     _rv: int = attrs.field(default=0, init=False)
     _expire_next: set[str] = attrs.field(factory=set, init=False)
 
@@ -91,9 +158,24 @@ class ShimEmulator(KubernetesEmulator):
         raw: dict[str, Any] = obj.raw
         return raw
 
+    def _authorize(self, request: rendering.Request) -> None:
+        """Raise the API server's 403 when the controller's request is not allowed."""
+        access = access_request(request)
+        if self.authorize is None or access is None or _bearer(request) != CONTROLLER_TOKEN:
+            return
+        try:
+            self.authorize(access)
+        except ForbiddenError as error:
+            # StatusDetails' fields are `omitempty`: no `group` for the core group.
+            details = {key: value for key, value in error.details.items() if value}
+            raise KubernetesError(
+                status=403, reason="Forbidden", message=error.message, details=details
+            ) from error
+
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is None:
             return await super()._handle(request)
+        self._authorize(request)
         method = request.method
         async with self._lock:
             if method == enums.method.POST and request.name is None:
@@ -262,11 +344,11 @@ class EmulatorThread:
     The server can be stopped and started again on the same port (the objects survive).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, authorize: Authorize | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.emulator = ShimEmulator()
+        self.emulator = ShimEmulator(authorize=authorize)
         self.port: int | None = None
         self._server: Server | None = None
         self._run(self.emulator.__aenter__())

@@ -35,7 +35,7 @@ from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.resource import EVENTS, LEASES, NODE_CLAIMS, NODE_POOLS, NODES, PODS
 from provisioner.runtime.clock import FakeClock
 from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
-from tests.kube.kmock_shim import EmulatorThread
+from tests.kube.kmock_shim import CONTROLLER_TOKEN, EmulatorThread
 from tests.unit.controllers.harness import TYPES, nodepool, pending_pod
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def write_kubeconfig(path: Path, url: str) -> Path:
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-                "users": [{"name": "jointer", "user": {"token": "t"}}],
+                "users": [{"name": "jointer", "user": {"token": CONTROLLER_TOKEN}}],
                 "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "jointer"}}],
                 "current-context": "kmock",
             }
