@@ -18,7 +18,12 @@ MANIFESTS: Final[list[dict[str, Any]]] = [
             },
             {
                 "apiGroups": ["karpenter.sh"],
-                "resources": ["nodepools", "nodeoverlays"],
+                "resources": ["nodepools"],
+                "verbs": ["list", "watch", "patch"],
+            },
+            {
+                "apiGroups": ["karpenter.sh"],
+                "resources": ["nodeoverlays"],
                 "verbs": ["list", "watch"],
             },
             {

@@ -38,17 +38,9 @@ CONTROLLER_SUITES: Final = (
 )
 """The tests (directories or modules) whose controller calls, together, need every rule."""
 
-AWAITED: Final = frozenset(
-    {
-        ("karpenter.k8s.aws", "ec2nodeclasses", "list"),
-        ("karpenter.k8s.aws", "ec2nodeclasses", "watch"),
-        ("karpenter.k8s.aws", "ec2nodeclasses", "patch"),
-        ("karpenter.k8s.aws", "ec2nodeclasses/status", "patch"),
-    }
-)
-"""(group, resource, verb) granted ahead of their caller: the EC2NodeClass controller (issue 18,
-item 5: status, finalizer) lands in parallel. Check B fails once one of them is needed, so that
-it is taken off this list; remove the list when it is empty."""
+AWAITED: Final[frozenset[tuple[str, str, str]]] = frozenset()
+"""(group, resource, verb) granted ahead of a caller that has not landed yet (none now). Check B
+fails once one of them is needed, so that it is taken off this list."""
 
 
 def _cell(rule: PolicyRule) -> tuple[str, str, str]:
