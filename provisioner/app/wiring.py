@@ -137,6 +137,8 @@ class Seams:
         kube: the Kubernetes port (default: ``RealKube`` from the kubeconfig).
         cloud: the cloud provider (default: AWS from the SDK's credentials).
         disruptions: the interruption source (default: SQS when ``INTERRUPTION_QUEUE`` is set).
+        nodeclasses: the NodeClass status and cleanup beside a substituted ``cloud`` (default:
+            the AWS provider's; none with a substituted cloud).
         clock: the clock (default: the system clock).
         log_stream: where logs go (default: standard error).
         host: the address the endpoints bind.
@@ -149,6 +151,7 @@ class Seams:
     kube: KubeClient | None = None
     cloud: CloudProvider | None = None
     disruptions: InterruptionSource | None = None
+    nodeclasses: NodeClassLifecycle | None = None
     clock: Clock | None = None
     log_stream: TextIO | None = None
     host: str = DEFAULT_BIND_ADDRESS
@@ -564,7 +567,7 @@ def build_controller(
         cloud = _build_aws(settings, kube, clock, logger)
         settings = replace(settings, aws_region=cloud.region)
     else:
-        cloud = _Cloud(seams.cloud, None, None, settings.aws_region)
+        cloud = _Cloud(seams.cloud, None, None, settings.aws_region, seams.nodeclasses)
     controllers = assemble(
         kube=kube,
         cloud=cloud.provider,

@@ -37,6 +37,7 @@ from provisioner.runtime.clock import FakeClock
 from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
 from tests.kube.kmock_shim import CONTROLLER_TOKEN, EmulatorThread
 from tests.unit.controllers.harness import TYPES, nodepool, pending_pod
+from tests.unit.controllers.test_nodeclass_controller import FakeLifecycle
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT = 30.0  # upper bound of every wait; a healthy run takes a fraction of it
@@ -148,6 +149,7 @@ class Instance:
         args = build_parser(["run"]).parse_args(["run", "--kubeconfig", str(kubeconfig)])
         seams = Seams(
             cloud=cloud,
+            nodeclasses=FakeLifecycle(),  # the EC2NodeClass controller runs (and watches) too
             log_stream=self.logs,
             host="127.0.0.1",
             identity=identity,
