@@ -12,8 +12,9 @@
 * the AWS cloud provider and its interruption queue consumer on boto3 clients whose botocore
   retries are off (``total_max_attempts=1``), so only the provider's own tenacity loop retries,
   built by the one AWS assembly ``jointer simulate`` uses too
-  (:func:`~cloudprovider.aws.assembly.assemble_aws`); the cluster's endpoint, CA, service CIDR
-  and Kubernetes version come from ``eks:DescribeCluster``;
+  (:func:`~cloudprovider.aws.assembly.assemble_aws`), CreateFleet calls batched in Karpenter's
+  window by its batcher thread (stopped, and flushed, at shutdown); the cluster's endpoint, CA,
+  service CIDR and Kubernetes version come from ``eks:DescribeCluster``;
 * the controller set, built by the one assembly ``jointer simulate`` uses too
   (:func:`~provisioner.controllers.assembly.assemble`): the
   :class:`~provisioner.controllers.manager.Manager`, its replacement-first ``interruption``
@@ -291,6 +292,7 @@ class _Cloud:
     interruption: InterruptionSourceFactory | None
     pricing: PricingRefresher | None
     region: str
+    stop: Callable[[], None] | None = None
 
 
 def _build_aws(
@@ -386,8 +388,13 @@ def _build_aws(
         timer=clock.monotonic,
         queue_name=settings.interruption_queue,
         logger=stdlib_logger("jointer.interruption", logger),
+        fleet_window=True,
     )
-    return _Cloud(assembly.cloud, assembly.interruption, pricing, region)
+    stop = None
+    if assembly.fleet is not None:
+        assembly.fleet.start()
+        stop = assembly.fleet.stop
+    return _Cloud(assembly.cloud, assembly.interruption, pricing, region, stop)
 
 
 def _cluster_dns(service_cidr: str | None) -> str | None:
@@ -612,6 +619,8 @@ def build_controller(
     if seams.cloud is None:
         cloud = _build_aws(settings, kube, clock, logger)
         settings = replace(settings, aws_region=cloud.region)
+        if cloud.stop is not None:
+            closers.append(cloud.stop)  # flushes the CreateFleet batch still waiting
     else:
         cloud = _Cloud(seams.cloud, None, None, settings.aws_region)
     controllers = assemble(
