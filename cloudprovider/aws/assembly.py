@@ -6,6 +6,13 @@ and, when an interruption queue is named, a factory of its
 :class:`~cloudprovider.aws.interruption.InterruptionConsumer`: the controller assembly calls it
 with the NodeClaim index over its cache and the metrics observer. EC2NodeClasses are read through
 a raw object reader and parsed here (a malformed one reads as absent).
+
+CreateFleet calls go through a :class:`~cloudprovider.aws.batcher.FleetBatcher`, as Karpenter's
+do: with ``fleet_window=True`` (``jointer run``) identical launches within 35 ms idle / 1 s of
+each other become one CreateFleet of ``TotalTargetCapacity`` N, flushed by a
+:class:`~cloudprovider.aws.batcher.BatcherThread` the caller starts (``AwsAssembly.fleet``);
+``jointer simulate`` uses a zero window (each launch at once on the reconciling thread: its driver
+runs one reconcile at a time, so there is never a second launch to merge with).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cloudprovider.aws.batcher import BatcherThread, FleetBatcher
 from cloudprovider.aws.cache import Timer
 from cloudprovider.aws.cloudprovider import (
     AwsCloudProvider,
@@ -56,11 +64,16 @@ class ParsedNodeClasses:
 
 @dataclass(frozen=True, slots=True)
 class AwsAssembly:
-    """The AWS provider, its EC2NodeClass lifecycle and, with a queue, its consumer factory."""
+    """The AWS provider, its EC2NodeClass lifecycle and, with a queue, its consumer factory.
+
+    ``fleet`` is the CreateFleet batcher's driver thread (with a window): start it before the
+    first launch, stop it (which flushes) at shutdown. ``None`` for the zero window.
+    """
 
     cloud: AwsCloudProvider
     interruption: ConsumerFactory | None
     nodeclasses: AwsNodeClassLifecycle
+    fleet: BatcherThread | None = None
 
 
 def assemble_aws(
@@ -79,8 +92,13 @@ def assemble_aws(
     queue_name: str = "",
     wait_seconds: int = DEFAULT_WAIT_SECONDS,
     logger: logging.Logger | None = None,
+    fleet_window: bool = False,
 ) -> AwsAssembly:
-    """The AWS provider on the clients; the consumer factory when ``queue_name`` is set."""
+    """The AWS provider on the clients; the consumer factory when ``queue_name`` is set.
+
+    ``fleet_window``: batch CreateFleet calls in Karpenter's window (a thread flushes them);
+    otherwise each launch goes out at once on the calling thread.
+    """
     provider = build_aws_cloud_provider(
         ec2=ec2,
         ssm=ssm,
@@ -100,8 +118,14 @@ def assemble_aws(
         cluster=cluster.name,
         region=region,
     )
+    fleet = None
+    if fleet_window:
+        provider.fleet_batcher = FleetBatcher(instances=provider.instances, clock=timer)
+        fleet = BatcherThread(provider.fleet_batcher.batcher)
+    else:
+        provider.fleet_batcher = FleetBatcher.inline(provider.instances, timer)
     if not queue_name:
-        return AwsAssembly(provider, None, nodeclasses)
+        return AwsAssembly(provider, None, nodeclasses, fleet)
     log = logger or logging.getLogger("jointer.interruption")
 
     def consumer(index: NodeClaimIndex, observer: MessageObserver) -> InterruptionConsumer:
@@ -116,4 +140,4 @@ def assemble_aws(
             observer=observer,
         )
 
-    return AwsAssembly(provider, consumer, nodeclasses)
+    return AwsAssembly(provider, consumer, nodeclasses, fleet)

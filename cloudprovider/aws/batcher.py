@@ -10,7 +10,10 @@ thread (the real driver): it waits on an event until the next deadline and flush
 :class:`FleetBatcher` merges identical CreateFleet requests (same overrides, capacity type,
 launch templates and NodePool tags, differing only in the NodeClaim) into one call with
 ``TotalTargetCapacity = N``; each instance goes to one waiter and is then tagged with its
-NodeClaim's name; surplus waiters get an error outcome; API errors go to every waiter.
+NodeClaim's name; surplus waiters get an error outcome; API errors go to every waiter. With a
+zero window (:meth:`FleetBatcher.inline`, what ``jointer simulate`` uses) a request is executed on
+the submitting thread at once: the simulation runs one reconcile at a time, so no two launches
+are ever in flight together and a window could only block the only thread.
 """
 
 from __future__ import annotations
@@ -174,18 +177,46 @@ def _bucket_key(request: FleetRequest) -> str:
 
 @dataclass(slots=True, kw_only=True)
 class FleetBatcher:
-    """Merges identical CreateFleet requests into one call (see the module docstring)."""
+    """Merges identical CreateFleet requests into one call (see the module docstring).
+
+    Attributes:
+        instances: launches (and tags) instances.
+        clock: monotonic seconds.
+        idle: a batch is launched this long after its last request.
+        max_window: a batch is launched at the latest this long after its first request.
+    """
 
     instances: InstanceProvider
     clock: Timer = time.monotonic
+    idle: timedelta = CREATE_FLEET_IDLE
+    max_window: timedelta = CREATE_FLEET_MAX_WINDOW
     batcher: Batcher[FleetRequest, FleetOutcome] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.batcher = Batcher(executor=self._execute, hasher=_bucket_key, clock=self.clock)
+        self.batcher = Batcher(
+            executor=self._execute,
+            hasher=_bucket_key,
+            clock=self.clock,
+            idle=self.idle,
+            max_window=self.max_window,
+        )
+
+    @classmethod
+    def inline(cls, instances: InstanceProvider, clock: Timer = time.monotonic) -> FleetBatcher:
+        """A zero window: each request launches on the submitting thread (no driver thread)."""
+        return cls(instances=instances, clock=clock, idle=timedelta(0), max_window=timedelta(0))
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether requests launch at once, on the submitting thread."""
+        return self.idle <= timedelta(0) and self.max_window <= timedelta(0)
 
     def submit(self, request: FleetRequest) -> Future[FleetOutcome]:
-        """Queue one NodeClaim's request."""
-        return self.batcher.submit(request)
+        """Queue one NodeClaim's request (launched before returning when inline)."""
+        future = self.batcher.submit(request)
+        if self.is_inline:
+            self.batcher.flush()
+        return future
 
     def _execute(self, requests: list[FleetRequest]) -> list[FleetOutcome]:
         if len(requests) == 1:

@@ -165,8 +165,9 @@ class AwsCloudProvider:
         launch_templates: creates launch templates.
         instances: launches and finds instances.
         unavailable: the ICE cache.
-        fleet_batcher: merges identical concurrent launches; its ``BatcherThread`` must be
-            running. None: one CreateFleet per NodeClaim, synchronously.
+        fleet_batcher: merges identical concurrent launches; unless inline, its
+            ``BatcherThread`` must be running (``assemble_aws`` sets it). None: one CreateFleet
+            per NodeClaim, synchronously.
     """
 
     cluster: ClusterInfo

@@ -16,6 +16,10 @@ controller-runtime does for Karpenter:
   per-item backoff (1 s doubling to 300 s, operatorpkg's "reasonable" rate limiter); success
   resets it. Controllers are served round robin, optionally with a concurrency cap each.
 * **Workers.** ``workers`` threads take items, so at most that many reconciles run at once.
+* **Discovery.** Optional CRDs (pod-group kinds, NodeOverlays) may be installed after the start:
+  given ``discover``, the ``crd.discovery`` reconciler asks it every ``rediscover_every`` (on the
+  injected clock, through the work queue: no timer thread) which of them the API serves now, and
+  an informer is added for each new one (its initial list reaches the manager as adds).
 * **Stop.** :meth:`Driver.stop` stops taking work, drops the queue and waits for the in-flight
   reconciles up to a bound; informer callbacks are ignored from then on.
 
@@ -58,7 +62,9 @@ from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Reconciler, Request, Result
 
 __all__ = [
+    "DEFAULT_REDISCOVERY",
     "DEFAULT_WORKERS",
+    "DISCOVERY",
     "Controllers",
     "Driver",
     "RateLimiter",
@@ -69,6 +75,10 @@ __all__ = [
 ]
 
 DEFAULT_WORKERS: Final = 10
+DEFAULT_REDISCOVERY: Final = timedelta(minutes=5)
+"""How often the served optional resources are probed again."""
+DISCOVERY: Final = "crd.discovery"
+"""The name of the driver's own discovery reconciler."""
 """Reconciles running at once (controller-runtime's MaxConcurrentReconciles, shared)."""
 MAX_WAIT_SECONDS: Final = 30.0
 """Longest an idle worker blocks before looking at the clock again."""
@@ -79,6 +89,8 @@ WorkKey = tuple[str, Request]
 """A queued item: the reconciler's name and the request."""
 WorkItem = tuple[Reconciler, Request]
 Waiter = Callable[[float, threading.Event], object]
+Discover = Callable[[], Iterable[Resource]]
+"""The optional resources the API serves now."""
 
 
 class Controllers(Protocol):
@@ -390,6 +402,8 @@ class Driver:
         informer_logger: the informers' (stdlib) logger.
         registry: where the driver's own metrics go (none if ``None``).
         wait: how background threads wait, ``wait(seconds, stop)``.
+        discover: which optional resources the API serves now; each new one gets an informer.
+        rediscover_every: how often ``discover`` is asked again.
     """
 
     def __init__(
@@ -408,6 +422,8 @@ class Driver:
         informer_logger: logging.Logger | None = None,
         registry: CollectorRegistry | None = None,
         wait: Waiter = _wait_on_stop,
+        discover: Discover | None = None,
+        rediscover_every: timedelta = DEFAULT_REDISCOVERY,
     ) -> None:
         if workers < 1:
             raise ValueError("a driver needs at least one worker")
@@ -422,20 +438,18 @@ class Driver:
             if reconciler.name in self._by_name:
                 raise ValueError(f"two reconcilers are named {reconciler.name!r}")
             self._by_name[reconciler.name] = reconciler
+        self._discovery: _Discovery | None = None
+        if discover is not None:
+            if DISCOVERY in self._by_name:
+                raise ValueError(f"two reconcilers are named {DISCOVERY!r}")
+            self._discovery = _Discovery(self, discover, rediscover_every)
+            self._by_name[DISCOVERY] = self._discovery
         self.queue = WorkQueue(clock=clock, limits=limits, rate_limiter=rate_limiter)
-        self._informers = [
-            Informer(
-                kube,
-                resource,
-                on_add=self._on_add(resource),
-                on_update=self._on_update(resource),
-                on_delete=self._on_delete(resource),
-                backoff=self._backoff,
-                watch_timeout=watch_timeout,
-                logger=informer_logger,
-            )
-            for resource in dict.fromkeys(resources)
-        ]
+        self._kube = kube
+        self._watch_timeout = watch_timeout
+        self._informer_logger = informer_logger
+        self._informers_lock = threading.Lock()
+        self._informers = [self._informer(resource) for resource in dict.fromkeys(resources)]
         self._metrics = _DriverMetrics(registry, self.queue) if registry is not None else None
         self._stop = threading.Event()
         self._started = threading.Event()
@@ -448,12 +462,50 @@ class Driver:
         self.errors = 0
         """Reconciles that raised."""
 
+    def _informer(self, resource: Resource) -> Informer:
+        return Informer(
+            self._kube,
+            resource,
+            on_add=self._on_add(resource),
+            on_update=self._on_update(resource),
+            on_delete=self._on_delete(resource),
+            backoff=self._backoff,
+            watch_timeout=self._watch_timeout,
+            logger=self._informer_logger,
+        )
+
     # -- state -------------------------------------------------------------------------------
 
     @property
     def informers(self) -> tuple[Informer, ...]:
         """The informers, one per resource."""
-        return tuple(self._informers)
+        with self._informers_lock:
+            return tuple(self._informers)
+
+    @property
+    def resources(self) -> tuple[Resource, ...]:
+        """The resources informed on."""
+        return tuple(informer.resource for informer in self.informers)
+
+    def watch(self, resource: Resource) -> bool:
+        """Inform on ``resource`` from now on (its first list delivers every object as an add).
+
+        In threaded mode a started driver runs the new informer at once; in step mode the next
+        :meth:`pump` lists it.
+
+        Returns:
+            Whether it was new.
+        """
+        with self._informers_lock:
+            if any(informer.resource == resource for informer in self._informers):
+                return False
+            informer = self._informer(resource)
+            self._informers.append(informer)
+            threaded = self._boot is not None and self._started.is_set()
+        self._log.info("watching resource", resource=str(resource))
+        if threaded and not self._stop.is_set():
+            self._spawn(f"informer-{resource}", self._run_informer(informer))
+        return True
 
     @property
     def started(self) -> bool:
@@ -463,7 +515,7 @@ class Driver:
     @property
     def synced(self) -> bool:
         """Whether the controllers started and every informer finished its first list."""
-        return self.started and all(informer.has_synced for informer in self._informers)
+        return self.started and all(informer.has_synced for informer in self.informers)
 
     @property
     def stopping(self) -> bool:
@@ -519,12 +571,14 @@ class Driver:
                 )
                 self._wait(delay, self._stop)
                 continue
-            self._queue_work(work)
+            self._queue_start(work)
             break
         if self._stop.is_set():
             return
-        self._started.set()
-        for informer in self._informers:
+        with self._informers_lock:
+            self._started.set()
+            informers = list(self._informers)
+        for informer in informers:
             self._spawn(f"informer-{informer.resource}", self._run_informer(informer))
         self._log.info("starting workers", **{"worker count": self._workers_wanted})
         for index in range(self._workers_wanted):
@@ -550,13 +604,13 @@ class Driver:
 
     def start_sync(self) -> None:
         """Step mode: the manager's lists and each informer's first list, on this thread."""
-        self._queue_work(self._controllers.start())
+        self._queue_start(self._controllers.start())
         self._started.set()
         self.pump()
 
     def pump(self) -> None:
         """Step mode: one list or watch round per informer (delivers what changed)."""
-        for informer in self._informers:
+        for informer in self.informers:
             informer.sync_once()
 
     def run_pending(self, *, max_items: int = 10_000) -> int:
@@ -594,6 +648,11 @@ class Driver:
         return count + self.run_pending()
 
     # -- shared ------------------------------------------------------------------------------
+
+    def _queue_start(self, work: Iterable[WorkItem]) -> None:
+        self._queue_work(work)
+        if self._discovery is not None:
+            self.queue.add((DISCOVERY, Request()))
 
     def _queue_work(self, work: Iterable[WorkItem]) -> None:
         for reconciler, request in work:
@@ -677,6 +736,25 @@ class Driver:
         if self._metrics is not None:
             self._metrics.errors.labels(controller=name).inc()
             self._metrics.reconciles.labels(controller=name, result="error").inc()
+
+
+class _Discovery:
+    """The ``crd.discovery`` reconciler: asks what is served and watches what is new."""
+
+    def __init__(self, driver: Driver, discover: Discover, every: timedelta) -> None:
+        self._driver = driver
+        self._discover = discover
+        self._every = every
+
+    @property
+    def name(self) -> str:
+        return DISCOVERY
+
+    def reconcile(self, request: Request) -> Result:
+        del request
+        for resource in self._discover():
+            self._driver.watch(resource)
+        return Result.after(self._every)
 
 
 def format_duration(duration: timedelta) -> str:

@@ -12,8 +12,9 @@
 * the AWS cloud provider and its interruption queue consumer on boto3 clients whose botocore
   retries are off (``total_max_attempts=1``), so only the provider's own tenacity loop retries,
   built by the one AWS assembly ``jointer simulate`` uses too
-  (:func:`~cloudprovider.aws.assembly.assemble_aws`); the cluster's endpoint, CA, service CIDR
-  and Kubernetes version come from ``eks:DescribeCluster``;
+  (:func:`~cloudprovider.aws.assembly.assemble_aws`), CreateFleet calls batched in Karpenter's
+  window by its batcher thread (stopped, and flushed, at shutdown); the cluster's endpoint, CA,
+  service CIDR and Kubernetes version come from ``eks:DescribeCluster``;
 * the controller set, built by the one assembly ``jointer simulate`` uses too
   (:func:`~provisioner.controllers.assembly.assemble`): the
   :class:`~provisioner.controllers.manager.Manager`, its replacement-first ``interruption``
@@ -21,7 +22,10 @@
   the replacement at once and deletes the NodeClaim once it is ready, at the latest 45 s before
   EC2 reclaims the instance; see :mod:`provisioner.controllers.interruption`) and
   ``providers.pricing``;
-* the real :class:`~provisioner.app.driver.Driver`, the Lease
+* the real :class:`~provisioner.app.driver.Driver` on the resources the cluster serves; optional
+  CRDs (pod-group kinds, NodeOverlays with the gate) installed later are found by its
+  ``crd.discovery`` reconciler every 5 minutes (:class:`ResourceDiscovery`; a ``Forbidden``
+  answer is logged once, naming the resource), the Lease
   :class:`~provisioner.kube.leader.LeaderElector` (``LEADER_ELECT``) and the HTTP endpoints.
 
 :meth:`ControllerProcess.run` serves until its stop event is set (SIGTERM in ``cmd_run``), then
@@ -92,9 +96,12 @@ __all__ = [
     "LEASE_NAME",
     "ControllerProcess",
     "LeaseTimings",
+    "ResourceDiscovery",
     "Seams",
     "WiringError",
     "build_controller",
+    "optional_resources",
+    "served_resources",
     "stdlib_logger",
     "watched_resources",
 ]
@@ -206,27 +213,72 @@ def watched_resources(
     the cluster serves: pod-group kinds and NodeOverlays (a CRD that is not installed is not
     watched; NodeOverlays only with the ``NodeOverlay`` feature gate, ``node_overlays``).
     """
-    optional = (*POD_GROUP_RESOURCES, NODE_OVERLAYS)
+    optional = optional_resources()
     resources = [*TRACKED_RESOURCES, JOBS]
     resources += [
         w.resource for r in manager.registrations for w in r.watches if w.resource not in optional
     ]
     if kube is not None:
-        wanted = optional if node_overlays else POD_GROUP_RESOURCES
-        resources += served_resources(kube, wanted)
+        resources += served_resources(kube, optional_resources(node_overlays=node_overlays))
     return list(dict.fromkeys(resources))
 
 
 def served_resources(kube: KubeClient, candidates: Iterable[Resource]) -> list[Resource]:
     """The ``candidates`` the API server serves (a list answers) and may be read."""
-    served = []
-    for resource in candidates:
-        try:
-            kube.list(resource)
-        except (NotFoundError, ForbiddenError):
-            continue
-        served.append(resource)
-    return served
+    return ResourceDiscovery(kube, candidates).probe()
+
+
+def optional_resources(*, node_overlays: bool = True) -> tuple[Resource, ...]:
+    """The CRDs watched only where installed: pod-group kinds, NodeOverlays (with the gate)."""
+    return (*POD_GROUP_RESOURCES, NODE_OVERLAYS) if node_overlays else POD_GROUP_RESOURCES
+
+
+class ResourceDiscovery:
+    """Which optional resources the API serves and the controller may read, probed again later.
+
+    A resource answers a list once its CRD is installed; a ``NotFound`` means not installed
+    (asked again next time), a ``Forbidden`` means installed but not granted: logged once, as a
+    warning naming the resource, since RBAC must grant list and watch on it.
+
+    Args:
+        kube: the API.
+        candidates: the resources to look for.
+        logger: where a ``Forbidden`` answer is reported (not reported without one).
+    """
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        candidates: Iterable[Resource],
+        logger: FilteringBoundLogger | None = None,
+    ) -> None:
+        self._kube = kube
+        self._candidates = tuple(dict.fromkeys(candidates))
+        self._log = logger
+        self._served: set[Resource] = set()
+        self._forbidden: set[Resource] = set()
+
+    def probe(self) -> list[Resource]:
+        """Every candidate served now (the ones found before are not listed again)."""
+        for resource in self._candidates:
+            if resource in self._served:
+                continue
+            try:
+                self._kube.list(resource)
+            except NotFoundError:
+                continue
+            except ForbiddenError as error:
+                if resource not in self._forbidden and self._log is not None:
+                    self._log.warning(
+                        "resource is served but not readable; RBAC must grant list and watch "
+                        "on it, until then it is not watched",
+                        resource=f"{resource.plural}.{resource.group or 'core'}",
+                        error=str(error),
+                    )
+                self._forbidden.add(resource)
+                continue
+            self._served.add(resource)
+        return [resource for resource in self._candidates if resource in self._served]
 
 
 # -- AWS -----------------------------------------------------------------------------------------
@@ -245,6 +297,7 @@ class _Cloud:
     pricing: PricingRefresher | None
     region: str
     nodeclasses: NodeClassLifecycle | None = None
+    stop: Callable[[], None] | None = None
 
 
 def _build_aws(
@@ -340,8 +393,15 @@ def _build_aws(
         timer=clock.monotonic,
         queue_name=settings.interruption_queue,
         logger=stdlib_logger("jointer.interruption", logger),
+        fleet_window=True,
     )
-    return _Cloud(assembly.cloud, assembly.interruption, pricing, region, assembly.nodeclasses)
+    stop = None
+    if assembly.fleet is not None:
+        assembly.fleet.start()
+        stop = assembly.fleet.stop
+    return _Cloud(
+        assembly.cloud, assembly.interruption, pricing, region, assembly.nodeclasses, stop
+    )
 
 
 def _cluster_dns(service_cidr: str | None) -> str | None:
@@ -566,6 +626,8 @@ def build_controller(
     if seams.cloud is None:
         cloud = _build_aws(settings, kube, clock, logger)
         settings = replace(settings, aws_region=cloud.region)
+        if cloud.stop is not None:
+            closers.append(cloud.stop)  # flushes the CreateFleet batch still waiting
     else:
         cloud = _Cloud(seams.cloud, None, None, settings.aws_region, seams.nodeclasses)
     controllers = assemble(
@@ -582,13 +644,15 @@ def build_controller(
         nodeclasses=cloud.nodeclasses,
     )
     manager = controllers.manager
+    discovery = ResourceDiscovery(
+        kube, optional_resources(node_overlays=settings.gates()[NODE_OVERLAY_GATE]), logger
+    )
     driver = Driver(
         controllers,
         kube,
         clock=clock,
-        resources=watched_resources(
-            manager, kube, node_overlays=settings.gates()[NODE_OVERLAY_GATE]
-        ),
+        resources=[*watched_resources(manager), *discovery.probe()],
+        discover=discovery.probe,
         logger=logger,
         workers=workers,
         watch_timeout=seams.watch_timeout,

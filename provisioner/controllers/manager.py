@@ -14,6 +14,7 @@ driver (the real worker pool or the simulation's discrete-event queue) runs it:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +25,7 @@ from structlog.typing import FilteringBoundLogger
 from cloudprovider.nodeclass import NodeClassLifecycle
 from cloudprovider.protocol import CloudProvider
 from provisioner.apis.core import Pod
+from provisioner.apis.errors import ApiValidationError
 from provisioner.apis.labels import ANNOTATION_NODEPOOL_HASH_VERSION, LABEL_NODEPOOL
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION
 from provisioner.controllers.disruption.config import DisruptionConfig
@@ -49,13 +51,16 @@ from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import (
     EC2_NODE_CLASSES,
+    JOBS,
     NODE_CLAIMS,
     NODE_OVERLAYS,
     NODE_POOLS,
     NODES,
+    POD_GROUP_RESOURCES,
     PODS,
     Resource,
 )
+from provisioner.podgroups import build_context, detect_group, provisionable_verdicts
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Reconciler, Request
 from provisioner.state.cluster import ClusterState
@@ -260,6 +265,7 @@ class Manager:
                     Watch(NODE_CLAIMS, m.claim_deleted),
                     Watch(NODE_POOLS, m.any_change),
                     Watch(NODE_OVERLAYS, m.any_change),
+                    *(Watch(r, m.group_trigger) for r in (*POD_GROUP_RESOURCES, JOBS)),
                 ),
                 m.singleton,
             ),
@@ -337,6 +343,35 @@ class _Mappers:
         namespace = event.object.get("metadata", {}).get("namespace") or "default"
         pod = self.state.pod(f"{namespace}/{_name(event)}")
         return [Request()] if pod is not None and self.trigger(pod) else []
+
+    def group_trigger(self, event: WatchEvent) -> list[Request]:
+        """A pod-group, queue or admission object changed (a gang admitted, a quota raised).
+
+        Its pending grouped pods (of its namespace; of every namespace for a cluster-scoped
+        Queue) that the admission rules now let through open or extend the batch, as a pod
+        event would; pods still held back trigger nothing.
+        """
+        namespace = event.object.get("metadata", {}).get("namespace")
+        pods = self.state.pods()
+        pending = [
+            p
+            for p in pods
+            if not p.spec.node_name
+            and (namespace is None or (p.metadata.namespace or "default") == namespace)
+            and detect_group(p) is not None
+        ]
+        if not pending:
+            return []
+        objects, priorities = self.state.group_objects()
+        try:
+            context = dataclasses.replace(
+                build_context(objects), pods=tuple(pods), priority_classes=priorities
+            )
+            verdicts = provisionable_verdicts(pending, context)
+        except ApiValidationError:
+            return [Request()]  # the provisioner judges (and reports) it with the batch
+        triggered = [p for p in pending if verdicts[p.key].provisionable and self.trigger(p)]
+        return [Request()] if triggered else []
 
     @staticmethod
     def claim_deleted(event: WatchEvent) -> list[Request]:

@@ -606,6 +606,11 @@ class ClusterState:
         with self._lock:
             return self._ix.overlays.get(name)
 
+    def group_objects(self) -> tuple[tuple[JsonObject, ...], dict[str, int]]:
+        """The raw pod-group objects and the PriorityClass values (for admission verdicts)."""
+        with self._lock:
+            return tuple(self._ix.groups.values()), dict(self._ix.priority_classes)
+
     def daemonsets(self) -> list[DaemonSet]:
         """Every DaemonSet."""
         with self._lock:

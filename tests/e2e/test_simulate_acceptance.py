@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from provisioner.controllers.assembly import ControllerSet
@@ -17,8 +18,17 @@ from provisioner.simulation.cloud import Launch
 from provisioner.simulation.driver import ControllerCrash
 from provisioner.simulation.ports import Ports
 from provisioner.simulation.report import orphan_instances
+from provisioner.simulation.scenario import parse_scenario
 from provisioner.simulation.wiring import manager_factory
-from tests.e2e.conftest import bundled, bundled_variant, events, pods_of, run, shortened
+from tests.e2e.conftest import (
+    SCENARIOS,
+    bundled,
+    bundled_variant,
+    events,
+    pods_of,
+    run,
+    shortened,
+)
 from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
@@ -225,3 +235,31 @@ def test_a_spot_interruption_is_handled_before_ec2_reclaims_the_instance() -> No
     assert report["summary"]["disruptions"]["SpotInterrupted"] == 1
     assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"]
     assert_one_instance_per_claim_and_no_orphan(report)
+
+
+RAISE_QUOTA = """
+  - at: 10m
+    apply: |
+      apiVersion: scheduling.run.ai/v2
+      kind: Queue
+      metadata:
+        name: team-b
+      spec:
+        resources:
+          gpu: {quota: 4, limit: -1, overQuotaWeight: 1}
+"""
+
+
+def test_a_kai_queue_quota_raised_later_gets_its_pods_capacity_within_one_batch_window() -> None:
+    """No pod changes when the quota grows: the Queue's change alone opens the batch."""
+    text = (SCENARIOS / "kai-over-quota.yaml").read_text() + RAISE_QUOTA
+    scenario = parse_scenario(yaml.safe_load(text), source="raise-quota", base=SCENARIOS)
+    raised = 600.0
+    report, _ = run(shortened(scenario, 20 * 60))
+    serving = pods_of(report, "team-b/")
+    assert len(serving) == 2
+    nominated = [e for e in events(report, "Nominated") if e["object"].startswith("Pod/team-b/")]
+    assert nominated
+    assert all(raised <= e["at"] <= raised + BATCH_MAX for e in nominated), nominated
+    assert all(p["scheduledAt"] is not None for p in serving)
+    assert all(p["scheduledAt"] <= raised + BATCH_MAX + scenario.node_startup for p in serving)

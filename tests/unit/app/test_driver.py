@@ -21,9 +21,14 @@ from prometheus_client import CollectorRegistry
 from structlog.testing import CapturingLogger
 
 from cloudprovider.fake import FakeCloudProvider
-from provisioner.app.driver import Driver, RateLimiter, WorkQueue
+from provisioner.app.driver import DEFAULT_REDISCOVERY, Driver, RateLimiter, WorkQueue
 from provisioner.app.settings import Settings
-from provisioner.app.wiring import served_resources, watched_resources
+from provisioner.app.wiring import (
+    ResourceDiscovery,
+    optional_resources,
+    served_resources,
+    watched_resources,
+)
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
@@ -59,12 +64,43 @@ def condition(claim: dict[str, Any], kind: str) -> str | None:
     return None
 
 
+class Crds:
+    """InMemoryKube whose listed CRDs are not installed (404) or not granted (403)."""
+
+    def __init__(self, inner: InMemoryKube) -> None:
+        self.inner = inner
+        self.missing: set[Resource] = set()
+        self.forbidden: set[Resource] = set()
+
+    def _check(self, resource: Resource) -> None:
+        if resource in self.missing:
+            raise make_error(404, "NotFound", f"the server could not find {resource}")
+        if resource in self.forbidden:
+            raise make_error(
+                403,
+                "Forbidden",
+                f'{resource.plural}.{resource.group} is forbidden: User "jointer" cannot list',
+            )
+
+    def list(self, resource: Resource, **kwargs: Any) -> Any:
+        self._check(resource)
+        return self.inner.list(resource, **kwargs)
+
+    def watch(self, resource: Resource, **kwargs: Any) -> Any:
+        self._check(resource)
+        return self.inner.watch(resource, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 class World:
     """The production manager over InMemoryKube and FakeCloudProvider, run by the real driver."""
 
-    def __init__(self, *, served: bool = False) -> None:
+    def __init__(self, *, served: bool = False, discover: bool = False) -> None:
         self.clock = FakeClock()
         self.kube = InMemoryKube(clock=self.clock.now)
+        self.api = Crds(self.kube)
         self.cloud = FakeCloudProvider(instance_types=list(TYPES), clock=self.clock.now)
         self.registry = CollectorRegistry()
         self.logger, self.capture = capturing_logger()
@@ -77,14 +113,16 @@ class World:
             metrics=Metrics(self.registry),
             planner=PlannerConfig(policy="greedy"),
         )
+        self.discovery = ResourceDiscovery(self.api, optional_resources(), self.logger)
         self.driver = Driver(
             self.manager,
-            self.kube,
+            self.api,
             clock=self.clock,
             resources=watched_resources(self.manager, self.kube if served else None),
             logger=self.logger,
             watch_timeout=None,
             registry=self.registry,
+            discover=self.discovery.probe if discover else None,
         )
 
     def advance(self, seconds: float) -> int:
@@ -564,3 +602,74 @@ def test_pod_group_kinds_are_watched_only_where_served():
     served = served_resources(_Kube(), POD_GROUP_RESOURCES)  # type: ignore[arg-type]
     assert {r.kind for r in served} == {"PodGroup", "Queue"}
     assert {r.group for r in served} == {"scheduling.run.ai"}
+
+
+# -- optional CRDs installed later --------------------------------------------------------------
+
+KAI_POD_GROUPS, KAI_QUEUES = POD_GROUP_RESOURCES[:2]
+OVER_QUOTA = {
+    "schedulingConditions": [
+        {
+            "type": "UnschedulableOnNodePool",
+            "status": "True",
+            "reasons": [{"reason": "NonPreemptibleOverQuota", "message": "over quota"}],
+        }
+    ]
+}
+
+
+def test_a_pod_group_crd_installed_after_the_start_is_watched_and_its_admission_provisions():
+    w = World(discover=True)
+    w.api.missing = {KAI_POD_GROUPS, KAI_QUEUES}
+    w.kube.create(NODE_POOLS, nodepool())
+    w.driver.start_sync()
+    w.advance(1)
+    assert KAI_POD_GROUPS not in w.driver.resources
+
+    w.api.missing.clear()  # KAI is installed; its PodGroup holds the gang back
+    w.kube.create(
+        KAI_POD_GROUPS,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "default"},
+            "spec": {"minMember": 2, "queue": "team"},
+            "status": OVER_QUOTA,
+        },
+        namespace="default",
+    )
+    w.advance(DEFAULT_REDISCOVERY.total_seconds())
+    assert {KAI_POD_GROUPS, KAI_QUEUES} <= set(w.driver.resources)
+    watched = [log["resource"] for log in w.logs("watching resource")]
+    assert watched.count(str(KAI_POD_GROUPS)) == watched.count(str(KAI_QUEUES)) == 1
+    for i in range(2):
+        pod = pending_pod(f"w-{i}", cpu="1", schedulerName="kai-scheduler")
+        pod["metadata"]["annotations"] = {"pod-group-name": "pg"}
+        w.kube.create(PODS, pod, namespace="default")
+    w.advance(30)
+    assert w.claims() == []  # the PodGroup, now in the cache, holds them back
+
+    w.kube.merge_patch(
+        KAI_POD_GROUPS, "pg", {"status": {"schedulingConditions": []}}, namespace="default"
+    )
+    w.advance(2)  # one batch window; no pod changed
+    assert len(w.claims()) >= 1
+
+
+def test_a_forbidden_pod_group_crd_is_logged_once_and_watched_once_granted():
+    w = World(discover=True)
+    w.api.forbidden = {KAI_POD_GROUPS}
+    w.driver.start_sync()
+    w.advance(3 * DEFAULT_REDISCOVERY.total_seconds())
+    assert KAI_POD_GROUPS not in w.driver.resources
+    warnings = [
+        c.kwargs
+        for c in w.capture.calls
+        if c.method_name == "warning" and "RBAC must grant list and watch" in c.kwargs["event"]
+    ]
+    assert [x["resource"] for x in warnings] == ["podgroups.scheduling.run.ai"]
+    assert "forbidden" in warnings[0]["error"]
+
+    w.api.forbidden.clear()  # the ClusterRole is fixed
+    w.advance(DEFAULT_REDISCOVERY.total_seconds())
+    assert KAI_POD_GROUPS in w.driver.resources

@@ -333,3 +333,78 @@ def test_failed_scheduling_names_the_limit_that_ran_out(h):
         '"default" (cpu limit 8 reached)'
     )
     assert messages == {expected}
+
+
+KAI_POD_GROUP = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced=True)
+OVER_QUOTA = {
+    "schedulingConditions": [
+        {
+            "type": "UnschedulableOnNodePool",
+            "status": "True",
+            "reasons": [
+                {
+                    "reason": "NonPreemptibleOverQuota",
+                    "message": "Non-preemptible workload is over quota",
+                }
+            ],
+        }
+    ]
+}
+
+
+def test_a_kai_pod_group_admitted_later_gets_its_nodeclaims_without_a_pod_event():
+    """Over quota -> within quota: the PodGroup's status change alone opens the batch."""
+    h = Harness()
+    h.create(NODE_POOLS, nodepool())
+    h.create(
+        KAI_POD_GROUP,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "default"},
+            "spec": {"minMember": 2, "queue": "team"},
+            "status": OVER_QUOTA,
+        },
+    )
+    for i in range(2):
+        pod = pending_pod(f"w-{i}", cpu="1", schedulerName="kai-scheduler")
+        pod["metadata"]["annotations"] = {"pod-group-name": "pg"}
+        h.create(PODS, pod)
+    h.run(60)
+    assert h.claims() == []  # held back by KAI: nothing bought
+
+    h.kube.merge_patch(
+        KAI_POD_GROUP, "pg", {"status": {"schedulingConditions": []}}, namespace="default"
+    )
+    assert h.manager.provisioner.batcher.is_open
+    h.run(2)  # one batch window (1 s idle), no pod event in between
+
+    claims = h.claims()
+    assert claims
+    placed = {e["involvedObject"]["name"] for e in h.events("Nominated")}
+    assert placed == {"w-0", "w-1"}
+
+
+def test_a_pod_group_change_that_keeps_its_pods_held_back_opens_no_batch():
+    h = Harness()
+    h.create(NODE_POOLS, nodepool())
+    h.create(
+        KAI_POD_GROUP,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "default"},
+            "spec": {"minMember": 1, "queue": "team"},
+            "status": OVER_QUOTA,
+        },
+    )
+    pod = pending_pod("w-0", schedulerName="kai-scheduler")
+    pod["metadata"]["annotations"] = {"pod-group-name": "pg"}
+    h.create(PODS, pod)
+    h.run(60)
+    h.kube.merge_patch(
+        KAI_POD_GROUP, "pg", {"metadata": {"labels": {"touched": "yes"}}}, namespace="default"
+    )
+    assert not h.manager.provisioner.batcher.is_open
+    h.run(60)
+    assert h.claims() == []
