@@ -406,6 +406,7 @@ class _Packer:
                 t.existing if isinstance(t, SpreadConstraint) and t.key is TopologyKey.ZONE else {}
             )
         self.classes = {c.key: c for c in problem.classes}
+        self._zone_prices: dict[tuple[object, ...], dict[str, float]] = {}
         self.carries: defaultdict[str, list[CoLocation]] = defaultdict(list)
         for t in problem.topology:
             if isinstance(t, CoLocation):
@@ -1268,12 +1269,23 @@ class _Packer:
         """
         if not any(isinstance(t, Affinity) for t in rules):
             return {}
+        # a price ordering only (a heuristic): computed once per shape and zones in a run
+        key = (
+            c.allowed_bin_types,
+            tuple(sorted(c.demand.items())),
+            c.gpu_fraction_milli,
+            tuple(zones),
+        )
+        cached = self._zone_prices.get(key)
+        if cached is not None:
+            return cached
         copies, gid = self.catalog.copies(c), self.catalog.gid
         out: dict[str, float] = {}
         for t in self.eligible(c, (None, None)):
             per = t.price_micros / max(copies[gid[t.id]], 1)
             if t.zone in zones and per < out.get(t.zone, float("inf")):
                 out[t.zone] = per
+        self._zone_prices[key] = out
         return out
 
     def _zones_valid(self, rules: list[TopologyConstraint]) -> bool:
