@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from provisioner.kube.chart_rbac import MANIFESTS
 from provisioner.kube.rbac import PolicyRule, chart_rules, rules_from_manifests
-from scripts.generate_rbac import RELEASE, VALUES, roles
 from tests.helm.conftest import CI_VALUES, Render
+
+
+def _generator() -> ModuleType:
+    """``scripts/generate_rbac.py``, loaded from its file (``scripts`` is not a package)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "generate_rbac.py"
+    spec = importlib.util.spec_from_file_location("jointer_generate_rbac", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_GENERATE = _generator()
+RELEASE, VALUES, roles = _GENERATE.RELEASE, _GENERATE.VALUES, _GENERATE.roles
 
 
 def test_embedded_rules_are_the_rendered_chart(render: Render) -> None:
