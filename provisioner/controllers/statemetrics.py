@@ -34,7 +34,7 @@ from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.resources import (
     ResourceListError,
     add,
-    max_of,
+    limits_of,
     parse_resource_list,
     requests_of,
     subtract,
@@ -56,7 +56,6 @@ POD_METRICS_INTERVAL: Final = timedelta(seconds=5)
 
 _CPU: Final = "cpu"
 _MILLI: Final = 1000
-_RESTART_ALWAYS: Final = "Always"
 _WELL_KNOWN: Final = {
     "nodepool": wk.LABEL_NODEPOOL,
     "zone": wk.LABEL_ZONE,
@@ -124,28 +123,6 @@ def resource_type(name: str) -> str:
 def _value(name: str, milli: int) -> float:
     """CPU in cores; any other resource in whole units, rounded up (``Quantity.Value()``)."""
     return milli / _MILLI if name == _CPU else float(math.ceil(milli / _MILLI))
-
-
-def _limits_of(pod: Pod) -> dict[str, int]:
-    """The pod's effective limits (containers and sidecars, or the largest init step)."""
-    running: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for container in pod.spec.containers:
-        running = add(running, parse_resource_list(container.resources.limits, field="limits"))
-    for container in pod.spec.init_containers:
-        own = parse_resource_list(container.resources.limits, field="limits")
-        if container.restart_policy == _RESTART_ALWAYS:
-            running = add(running, own)
-            sidecars = add(sidecars, own)
-            during = sidecars
-        else:
-            during = add(own, sidecars)
-        init_peak = max_of(init_peak, during)
-    effective = max_of(running, init_peak)
-    if pod.spec.overhead and effective:
-        effective = add(effective, parse_resource_list(pod.spec.overhead, field="overhead"))
-    return effective
 
 
 def _is_daemon(pod: Pod) -> bool:
@@ -242,7 +219,7 @@ def _pod_totals(
     daemon_limits: dict[str, int] = {}
     for pod in pods:
         try:
-            own, own_limits = requests_of(pod), _limits_of(pod)
+            own, own_limits = requests_of(pod), limits_of(pod)
         except ResourceListError:
             continue
         requests, limits = add(requests, own), add(limits, own_limits)

@@ -24,6 +24,7 @@ __all__ = [
     "is_binary_resource",
     "is_equal",
     "is_zero",
+    "limits_of",
     "max_of",
     "parse_resource_list",
     "pod_requests",
@@ -185,6 +186,34 @@ def requests_of(pod: Pod) -> dict[str, int]:
         ),
         spec.overhead,
     )
+
+
+def limits_of(pod: Pod) -> dict[str, int]:
+    """A pod model's effective limits, by the same rule as `requests_of` (no defaulting).
+
+    The overhead counts only where the pod has limits at all, as Kubernetes adds it.
+
+    Raises:
+        ResourceListError: naming the container and resource on a malformed quantity.
+    """
+    spec = pod.spec
+    limits = _effective_requests(
+        (
+            parse_resource_list(c.resources.limits, field=f"containers[{i}].limits")
+            for i, c in enumerate(spec.containers)
+        ),
+        (
+            (
+                parse_resource_list(c.resources.limits, field=f"initContainers[{i}].limits"),
+                c.restart_policy,
+            )
+            for i, c in enumerate(spec.init_containers)
+        ),
+        None,
+    )
+    if limits and spec.overhead:
+        limits = add(limits, parse_resource_list(spec.overhead, field="overhead"))
+    return limits
 
 
 def _effective_requests(
