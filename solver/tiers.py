@@ -6,8 +6,10 @@
    (``weights.apply_pool_weights``), so each class may use only its top tier;
 2. the plan leaves the heavier pools' limits and ``max_count`` reduced (``weights.Leftover``).
    Classes with pods left unplaced whose top tier is now lighter *fall*: a class without gang
-   when no pool of its tier can take one more pod; a gang that was left whole when a pool of
-   its tier is limited (its members then may use only lighter pools' new bins);
+   when no pool of its tier can take one more pod, or when its tier still has room yet planned
+   the rest nowhere (a zonal spread a limited pool cannot keep: the class then may use only
+   lighter pools); a gang that was left whole when a pool of its tier is limited (its members
+   then may use only lighter pools' new bins);
 3. the falling pods are planned again in a residual problem: the limits and offering counts
    left, the plan's new bins as pre-opened bins with their leftover room (so lighter pools are
    used only for what does not fit), existing bins with what is left of them, and topology
@@ -143,8 +145,23 @@ class _Residual:
         for c in problem.classes:
             if c.gang is None and unplaced[c.key] > 0:
                 w, was = tier_weight(after, c), tried.weight(c)
-                if w is not None and was is not None and w < was:
+                if w is None or was is None:
+                    continue
+                if w < was:
                     falling[c.key] = dataclasses.replace(c, count=unplaced[c.key])
+                    continue
+                # its tier still has room, yet planned the rest nowhere (a zonal spread that
+                # one limited pool cannot keep): the heavier pools cannot take them, so they
+                # go to the lighter ones, as Karpenter tries the next NodePool per pod
+                lighter = frozenset(
+                    t.id
+                    for t in problem.bin_types
+                    if t.id in c.allowed_bin_types and problem.pool_weights.get(t.pool, 0) < was
+                )
+                if lighter:
+                    falling[c.key] = dataclasses.replace(
+                        c, count=unplaced[c.key], allowed_bin_types=lighter
+                    )
         for g in problem.gangs:
             if gang_placed[g.id] == 0:
                 falling.update(_falling_gang(problem, after, g.id, tried))

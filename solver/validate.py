@@ -358,6 +358,10 @@ def _check_weights(
             if c.gang is not None:
                 gangs.add(c.gang)
                 continue
+            if c.topology:
+                # whether a heavier bin keeps the pod's spread or affinity depends on where the
+                # rest of its group went; the tier that declined it judged that, not this check
+                continue
             pool = check.fresh_higher(c, w) or check.room_higher(c, w)
             if pool is not None:
                 out.append(

@@ -263,3 +263,10 @@ def test_a_kai_queue_quota_raised_later_gets_its_pods_capacity_within_one_batch_
     assert all(raised <= e["at"] <= raised + BATCH_MAX for e in nominated), nominated
     assert all(p["scheduledAt"] is not None for p in serving)
     assert all(p["scheduledAt"] <= raised + BATCH_MAX + scenario.node_startup for p in serving)
+
+
+def test_spread_pods_fall_through_a_weighted_pool_whose_limit_cannot_keep_the_spread() -> None:
+    """Bug: once `reserved-od` had room for one node only, the zonally spread pods of a later
+    batch were planned nowhere, batch after batch, instead of in the lighter `general` pool."""
+    report, _ = run(shortened(bundled("weighted-pools"), 12 * 60))
+    assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"]

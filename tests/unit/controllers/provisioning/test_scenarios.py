@@ -563,3 +563,24 @@ def test_node_selector_zone(tmp_path: Path, zone: str) -> None:
     run = run_plan(objects, tmp_path)
     _clean(run)
     assert run.claim_of("default/z")["zone"] == zone
+
+
+@pytest.mark.parametrize("policy", ["jointer", "greedy"])
+def test_zonally_spread_pods_fall_through_a_limited_heavier_pool_that_cannot_keep_the_spread(
+    tmp_path: Path, policy: str
+) -> None:
+    """The heavier pool has room for one small node only: it cannot hold a 3-zone spread, so
+    the pods go to the lighter pool (Karpenter tries the next NodePool pod by pod)."""
+    cpu_only = [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"}]
+    objects = [
+        nodepool("reserved", requirements=cpu_only, limits={"cpu": "2"}, weight=50),
+        nodepool("general", requirements=cpu_only),
+        *(
+            pod(f"web-{i}", cpu="1", labels={"app": "web"}, spreads=[zone_spread("web")])
+            for i in range(9)
+        ),
+    ]
+    run = run_plan(objects, tmp_path, policy=policy)
+    _clean(run)
+    assert run.unschedulable() == {}
+    assert len(run.placed()) == 9
