@@ -3,8 +3,9 @@
 `Authorizer` holds the PolicyRules bound to the controller's ServiceAccount (a ClusterRole bound
 cluster-wide, Roles bound in their namespace) and answers an `AccessRequest` (verb, API group,
 resource, subresource, namespace, name) as the RBAC authorizer does: allowed when one rule
-matches. `AuthorizedKube` puts it in front of any `KubeClient`; a call no rule allows raises
-`ForbiddenError` with the API server's own message, and no request reaches the inner client.
+matches. `AuthorizedKube` (a `ForwardingKube`) puts it in front of any `KubeClient`; a call no
+rule allows raises `ForbiddenError` with the API server's own message, and no request reaches the
+inner client.
 
 Port methods map to RBAC verbs as the HTTP calls do: `get`, `list`, `watch`, `create`,
 `merge_patch` -> `patch`, `patch_status` -> `patch` on `<resource>/status`, `delete`,
@@ -14,13 +15,14 @@ involved object's namespace (`default` for cluster-scoped objects).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from provisioner.kube.errors import ForbiddenError
-from provisioner.kube.protocol import EventType, JsonObject, KubeClient, ObjectList, WatchEvent
-from provisioner.kube.resource import EVENTS, PODS, Resource
+from provisioner.kube.forwarding import ForwardingKube
+from provisioner.kube.protocol import KubeClient
+from provisioner.kube.resource import Resource
 
 DEFAULT_USER: Final = "system:serviceaccount:kube-system:jointer"
 """The chart's ServiceAccount (release `jointer` in `kube-system`), as the API names it."""
@@ -226,7 +228,7 @@ def request_for(
     )
 
 
-class AuthorizedKube:
+class AuthorizedKube(ForwardingKube):
     """A `KubeClient` that lets through only what `authorizer` allows (else 403).
 
     Args:
@@ -235,132 +237,20 @@ class AuthorizedKube:
     """
 
     def __init__(self, inner: KubeClient, authorizer: Authorizer) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.authorizer = authorizer
 
-    def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JsonObject:
-        """See `KubeClient.get`."""
-        self.authorizer.check(request_for("get", resource, namespace=namespace, name=name))
-        return self._inner.get(resource, name, namespace=namespace)
-
-    def list(
+    def _before(
         self,
+        verb: str,
         resource: Resource,
         *,
         namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> ObjectList:
-        """See `KubeClient.list`."""
-        self.authorizer.check(request_for("list", resource, namespace=namespace))
-        return self._inner.list(
-            resource,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-
-    def watch(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-        label_selector: str | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[WatchEvent]:
-        """See `KubeClient.watch`."""
-        self.authorizer.check(request_for("watch", resource, namespace=namespace))
-        return self._inner.watch(
-            resource,
-            namespace=namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            timeout=timeout,
-        )
-
-    def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
-    ) -> JsonObject:
-        """See `KubeClient.create`."""
-        given = (body.get("metadata") or {}).get("namespace")
-        self.authorizer.check(request_for("create", resource, namespace=namespace or given))
-        return self._inner.create(resource, body, namespace=namespace)
-
-    def merge_patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-    ) -> JsonObject:
-        """See `KubeClient.merge_patch`."""
-        self.authorizer.check(request_for("patch", resource, namespace=namespace, name=name))
-        return self._inner.merge_patch(
-            resource, name, patch, namespace=namespace, resource_version=resource_version
-        )
-
-    def patch_status(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-    ) -> JsonObject:
-        """See `KubeClient.patch_status`."""
-        self.authorizer.check(
-            request_for("patch", resource, namespace=namespace, name=name, subresource="status")
-        )
-        return self._inner.patch_status(
-            resource, name, patch, namespace=namespace, resource_version=resource_version
-        )
-
-    def delete(
-        self,
-        resource: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        grace_period_seconds: int | None = None,
+        name: str | None = None,
+        subresource: str = "",
     ) -> None:
-        """See `KubeClient.delete`."""
-        self.authorizer.check(request_for("delete", resource, namespace=namespace, name=name))
-        self._inner.delete(
-            resource,
-            name,
-            namespace=namespace,
-            uid=uid,
-            resource_version=resource_version,
-            grace_period_seconds=grace_period_seconds,
-        )
-
-    def evict(self, namespace: str, name: str, *, uid: str | None = None) -> None:
-        """See `KubeClient.evict`."""
         self.authorizer.check(
-            request_for("create", PODS, namespace=namespace, name=name, subresource="eviction")
-        )
-        self._inner.evict(namespace, name, uid=uid)
-
-    def create_event(
-        self,
-        involved: Mapping[str, Any],
-        *,
-        reason: str,
-        message: str,
-        type: EventType = "Normal",  # noqa: A002 - the API's own field name
-        component: str = "karpenter",
-    ) -> JsonObject:
-        """See `KubeClient.create_event`."""
-        namespace = (involved.get("metadata") or {}).get("namespace") or "default"
-        self.authorizer.check(request_for("create", EVENTS, namespace=namespace))
-        return self._inner.create_event(
-            involved, reason=reason, message=message, type=type, component=component
+            request_for(verb, resource, namespace=namespace, name=name, subresource=subresource)
         )
 
 

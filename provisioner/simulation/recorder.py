@@ -12,7 +12,7 @@ the launch error's kind when its launch failed, and otherwise the last Warning e
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -20,8 +20,9 @@ from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod
 from provisioner.apis.errors import ApiValidationError
+from provisioner.kube.forwarding import ForwardingKube
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.protocol import EventType, JsonObject, ObjectList, WatchEvent, WatchEventType
+from provisioner.kube.protocol import JsonObject, WatchEvent, WatchEventType
 from provisioner.kube.resource import EVENTS, NODE_CLAIMS, PODS, Resource
 from provisioner.podgroups import detect_group
 from provisioner.simulation.objects import (
@@ -292,7 +293,7 @@ class Recorder:
             record.evictions += 1
 
 
-class RecordingKube:
+class RecordingKube(ForwardingKube):
     """The controllers' Kubernetes port: the in-memory API, with evictions recorded.
 
     Args:
@@ -301,120 +302,14 @@ class RecordingKube:
     """
 
     def __init__(self, inner: InMemoryKube, recorder: Recorder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._recorder = recorder
-
-    def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JsonObject:
-        """See `KubeClient.get`."""
-        return self._inner.get(resource, name, namespace=namespace)
-
-    def list(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> ObjectList:
-        """See `KubeClient.list`."""
-        return self._inner.list(
-            resource,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-
-    def watch(
-        self,
-        resource: Resource,
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-        label_selector: str | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[WatchEvent]:
-        """See `KubeClient.watch`."""
-        return self._inner.watch(
-            resource,
-            namespace=namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            timeout=timeout,
-        )
-
-    def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
-    ) -> JsonObject:
-        """See `KubeClient.create`."""
-        return self._inner.create(resource, body, namespace=namespace)
-
-    def merge_patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-    ) -> JsonObject:
-        """See `KubeClient.merge_patch`."""
-        return self._inner.merge_patch(
-            resource, name, patch, namespace=namespace, resource_version=resource_version
-        )
-
-    def patch_status(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        namespace: str | None = None,
-        resource_version: str | None = None,
-    ) -> JsonObject:
-        """See `KubeClient.patch_status`."""
-        return self._inner.patch_status(
-            resource, name, patch, namespace=namespace, resource_version=resource_version
-        )
-
-    def delete(
-        self,
-        resource: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> None:
-        """See `KubeClient.delete`."""
-        self._inner.delete(
-            resource,
-            name,
-            namespace=namespace,
-            uid=uid,
-            resource_version=resource_version,
-            grace_period_seconds=grace_period_seconds,
-        )
 
     def evict(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """See `KubeClient.evict`; a successful eviction is recorded."""
         pod = self._inner.get(PODS, name, namespace=namespace)
         self._inner.evict(namespace, name, uid=uid)
         self._recorder.evicted(pod)
-
-    def create_event(
-        self,
-        involved: Mapping[str, Any],
-        *,
-        reason: str,
-        message: str,
-        type: EventType = "Normal",  # noqa: A002 - the API's own field name
-        component: str = "karpenter",
-    ) -> JsonObject:
-        """See `KubeClient.create_event`."""
-        return self._inner.create_event(
-            involved, reason=reason, message=message, type=type, component=component
-        )
 
     def __getattr__(self, name: str) -> Any:
         # InMemoryKube extras (bind, subscribe, ...) stay reachable for callers that need them.

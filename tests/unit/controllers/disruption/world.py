@@ -34,6 +34,7 @@ from provisioner.controllers.metrics import Metrics
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.errors import ConflictError, NotFoundError
 from provisioner.kube.event import format_time
+from provisioner.kube.forwarding import ForwardingKube
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import WatchEvent, WatchEventType
 from provisioner.kube.resource import (
@@ -166,11 +167,11 @@ class Eviction:
         return str(self.pod["spec"].get("nodeName") or "")
 
 
-class RecordingKube:
+class RecordingKube(ForwardingKube):
     """The in-memory API, with successful evictions recorded (the controllers' port)."""
 
     def __init__(self, inner: InMemoryKube, clock: FakeClock) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._clock = clock
         self.evictions: list[Eviction] = []
         self.eviction_attempts: list[tuple[datetime, str, str]] = []
