@@ -36,12 +36,15 @@ from cloudprovider.aws.tags import (
     TAG_OWNED,
     cluster_tag,
 )
+from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.base import parse_object, to_wire
 from provisioner.apis.errors import ApiValidationError
 from provisioner.apis.nodepool import KARPENTER_NODEPOOL_HASH_VERSION, NodePool
+from provisioner.controllers.provisioning.controller import nodeclaim_body
+from provisioner.controllers.provisioning.offerings import pool_template
+from provisioner.controllers.provisioning.plan import NodeClaimPlan
 from provisioner.kube.errors import NotFoundError
-from provisioner.kube.event import format_time
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS, NODE_POOLS, NODES
@@ -57,6 +60,13 @@ KARPENTER_NODEPOOL_HASH: Final = "6043272506829707052"
 Jointer does not compute (it only compares hashes of its own version)."""
 KARPENTER_EC2NODECLASS_HASH: Final = "11467530536542478447"
 """The ``karpenter.k8s.aws/ec2nodeclass-hash`` seeded claims carry (see above)."""
+_CLAIM_CONDITIONS: Final = (
+    cond.NODECLAIM_CONDITION_LAUNCHED,
+    cond.NODECLAIM_CONDITION_REGISTERED,
+    cond.NODECLAIM_CONDITION_INITIALIZED,
+    cond.CONDITION_READY,
+)
+"""The conditions of a claim Karpenter has launched, registered and initialized (all True)."""
 _NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 """Kubernetes' generateName alphabet (five characters)."""
 
@@ -79,22 +89,6 @@ def _name(nodepool: str, rng: random.Random, kube: InMemoryKube) -> str:
             kube.get(NODE_CLAIMS, name)
         except NotFoundError:
             return name
-
-
-def _requirements(nodepool: NodePool, instance_type: str, capacity_type: str) -> list[JsonObject]:
-    pinned = {wk.LABEL_INSTANCE_TYPE, wk.LABEL_CAPACITY_TYPE}
-    terms: list[JsonObject] = [to_wire(r) for r in nodepool.requirements if r.key not in pinned]
-    terms += [
-        {"key": wk.LABEL_INSTANCE_TYPE, "operator": "In", "values": [instance_type]},
-        {"key": wk.LABEL_CAPACITY_TYPE, "operator": "In", "values": [capacity_type]},
-        {"key": wk.LABEL_NODEPOOL, "operator": "In", "values": [nodepool.name]},
-        {
-            "key": wk.LABEL_EC2NODECLASS,
-            "operator": "In",
-            "values": [nodepool.node_class_ref.name],
-        },
-    ]
-    return sorted(terms, key=lambda t: str(t["key"]))
 
 
 class _Seeder:
@@ -167,63 +161,37 @@ class _Seeder:
         self.account.client("ec2").create_tags(
             Resources=[instance_id], Tags=[{"Key": TAG_NAME, "Value": node_name}]
         )
-        capacity = format_resource_list(known.capacity)
-        allocatable = format_resource_list(known.allocatable)
-        annotations = {
-            **nodepool.spec.template.metadata.annotations,
+        plan = NodeClaimPlan(
+            name=claim_name,
+            node_pool=nodepool.name,
+            instance_types=(instance_type,),
+            instance_type=instance_type,
+            capacity_type=capacity_type,
+            zone=zone,
+            price_per_hour=0.0,
+            requests={},
+            pods=(),
+        )
+        try:
+            claim_body = nodeclaim_body(plan, nodepool, pool_template(nodepool, [known]), ())
+        except ApiValidationError as error:
+            raise SeedError(f"NodePool {nodepool.name!r}: {error}") from error
+        metadata = claim_body["metadata"]
+        del metadata["generateName"]
+        metadata["name"] = claim_name
+        metadata["labels"] = labels
+        # Karpenter's own hash values and versions, not Jointer's (its hashes are not recomputed).
+        metadata["annotations"] |= {
             wk.ANNOTATION_NODEPOOL_HASH: KARPENTER_NODEPOOL_HASH,
             wk.ANNOTATION_NODEPOOL_HASH_VERSION: KARPENTER_NODEPOOL_HASH_VERSION,
             wk.ANNOTATION_EC2NODECLASS_HASH: KARPENTER_EC2NODECLASS_HASH,
             wk.ANNOTATION_EC2NODECLASS_HASH_VERSION: KARPENTER_NODECLASS_HASH_VERSION,
             wk.ANNOTATION_NODECLAIM_TAGGED: wk.TRUE,
         }
-        template = nodepool.spec.template.spec
-        spec: JsonObject = {
-            "requirements": _requirements(nodepool, instance_type, capacity_type),
-            "resources": {"requests": {}},
-            "nodeClassRef": to_wire(template.node_class_ref),
-            "expireAfter": template.expire_after,
-        }
-        if template.taints:
-            spec["taints"] = [to_wire(t) for t in template.taints]
-        if template.startup_taints:
-            spec["startupTaints"] = [to_wire(t) for t in template.startup_taints]
-        if template.termination_grace_period is not None:
-            spec["terminationGracePeriod"] = template.termination_grace_period
-        claim = self.kube.create(
-            NODE_CLAIMS,
-            {
-                "apiVersion": "karpenter.sh/v1",
-                "kind": "NodeClaim",
-                "metadata": {
-                    "name": claim_name,
-                    "labels": labels,
-                    "annotations": annotations,
-                    "finalizers": [wk.FINALIZER_TERMINATION],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "karpenter.sh/v1",
-                            "kind": "NodePool",
-                            "name": nodepool.name,
-                            "uid": nodepool.metadata.uid,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": spec,
-            },
-        )
-        stamp = format_time(self.now)
-        conditions = [
-            {
-                "type": kind,
-                "status": "True",
-                "reason": kind,
-                "message": "",
-                "lastTransitionTime": stamp,
-            }
-            for kind in ("Launched", "Registered", "Initialized", "Ready")
-        ]
+        claim = self.kube.create(NODE_CLAIMS, claim_body)
+        conditions: tuple[cond.Condition, ...] = ()
+        for kind in _CLAIM_CONDITIONS:
+            conditions = cond.set_true(conditions, kind, now=self.now)
         self.kube.patch_status(
             NODE_CLAIMS,
             claim_name,
@@ -232,64 +200,32 @@ class _Seeder:
                     "providerID": provider_id(zone, instance_id),
                     "nodeName": node_name,
                     "imageID": image.id,
-                    "capacity": capacity,
-                    "allocatable": allocatable,
-                    "conditions": conditions,
+                    "capacity": format_resource_list(known.capacity),
+                    "allocatable": format_resource_list(known.allocatable),
+                    "conditions": [to_wire(c) for c in conditions],
                 }
             },
         )
-        self.kube.create(
-            NODES,
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": node_name,
-                    "labels": {
-                        **labels,
-                        wk.LABEL_HOSTNAME: node_name,
-                        wk.LABEL_OS: labels.get(wk.LABEL_OS, wk.OS_LINUX),
-                        wk.LABEL_REGISTERED: wk.TRUE,
-                        wk.LABEL_INITIALIZED: wk.TRUE,
-                    },
-                    "annotations": annotations,
-                    "finalizers": [wk.FINALIZER_TERMINATION],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "karpenter.sh/v1",
-                            "kind": "NodeClaim",
-                            "name": claim_name,
-                            "uid": claim["metadata"]["uid"],
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": {
-                    "providerID": provider_id(zone, instance_id),
-                    "taints": [to_wire(t) for t in template.taints],
-                },
-                "status": {
-                    "capacity": capacity,
-                    "allocatable": capacity | allocatable,
-                    "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status",
-                            "lastHeartbeatTime": stamp,
-                            "lastTransitionTime": stamp,
-                        }
-                    ],
-                    "addresses": [
-                        {"type": "InternalIP", "address": str(instance.get("PrivateIpAddress"))},
-                        {"type": "Hostname", "address": node_name},
-                        {"type": "InternalDNS", "address": node_name},
-                    ],
-                    "nodeInfo": {"kubeletVersion": "v1.32.0", "operatingSystem": "linux"},
-                },
-            },
-        )
+        # The kubelet's Ready Node, then what Karpenter's registration and initialization add.
+        node = self.kubelet.ready_node(instance_id)
+        node["metadata"] |= {
+            "annotations": dict(metadata["annotations"]),
+            "finalizers": [wk.FINALIZER_TERMINATION],
+            "ownerReferences": [
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "kind": "NodeClaim",
+                    "name": claim_name,
+                    "uid": claim["metadata"]["uid"],
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+        node["metadata"]["labels"] |= {wk.LABEL_REGISTERED: wk.TRUE, wk.LABEL_INITIALIZED: wk.TRUE}
+        node["spec"]["taints"] = [
+            t for t in node["spec"]["taints"] if t.get("key") != wk.TAINT_UNREGISTERED
+        ]
+        self.kube.create(NODES, node)
         self.kubelet.adopt(instance_id, node_name)
         return claim_name
 

@@ -129,6 +129,38 @@ class Kubelet:
             return
         self._node_of_instance[instance_id] = name_of(node)
 
+    def ready_node(self, instance_id: str) -> JsonObject:
+        """The Node of a running instance as this kubelet leaves it once Ready (not created).
+
+        The body :meth:`register` creates, then what :meth:`ready` changes: the not-ready and
+        startup taints gone, extended resources allocatable, ``Ready=True``. For nodes seeded as
+        already up (see :meth:`adopt`).
+
+        Raises:
+            NotFoundError: the instance is unknown.
+        """
+        found = self._cloud.describe([instance_id])
+        if not found:
+            raise NotFoundError(f"instance {instance_id} not found")
+        node = self._node_body(found[0])
+        startup = self._startup_taints(node)
+        node["spec"]["taints"] = [
+            t
+            for t in node["spec"]["taints"]
+            if t.get("key") != wk.TAINT_NOT_READY and _taint_key(t) not in startup
+        ]
+        status = node["status"]
+        status["allocatable"] = self._full_allocatable(node)
+        status["conditions"] = set_condition(
+            None,
+            "Ready",
+            "True",
+            now=self._timeline.clock.now(),
+            reason="KubeletReady",
+            message="kubelet is posting ready status",
+        )
+        return node
+
     def adopt(self, instance_id: str, node: str) -> None:
         """Run ``node`` (created Ready by someone else) as the Node of ``instance_id``."""
         self._node_of_instance[instance_id] = node
