@@ -53,6 +53,7 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "missing-nodeclass",
         "protected-workloads",
         "spot-outage",
+        "weighted-pools",
     ]
 
 
