@@ -24,7 +24,9 @@ __all__ = [
     "ANNOTATION_DO_NOT_DISRUPT",
     "ANNOTATION_EC2NODECLASS_HASH",
     "ANNOTATION_EC2NODECLASS_HASH_VERSION",
+    "ANNOTATION_FLAVOR_DOWNGRADE",
     "ANNOTATION_GANG_TOPOLOGY",
+    "ANNOTATION_LLMAZ_FLAVORS",
     "ANNOTATION_MANAGED_BY",
     "ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED",
     "ANNOTATION_NODECLAIM_TAGGED",
@@ -44,6 +46,7 @@ __all__ = [
     "CAPACITY_TYPE_SPOT",
     "CORE_WELL_KNOWN_LABELS",
     "FINALIZER_TERMINATION",
+    "FLAVOR_DOWNGRADE_ALLOWED",
     "GANG_TOPOLOGY_NONE",
     "JOINTER_DOMAIN",
     "KARPENTER_API_GROUP",
@@ -83,6 +86,7 @@ __all__ = [
     "LABEL_INSTANCE_TENANCY",
     "LABEL_INSTANCE_TYPE",
     "LABEL_INSTANCE_TYPE_BETA",
+    "LABEL_LLMAZ_MODEL_NAME",
     "LABEL_NITRO_SANDBOX",
     "LABEL_NODEPOOL",
     "LABEL_OS",
@@ -312,6 +316,13 @@ ANNOTATION_GANG_SIZE: Final = "jointer.dev/gang-size"
 """On the NodeClaims of one gang launch: how many NodeClaims the unit has."""
 ANNOTATION_GANG_GROUPS: Final = "jointer.dev/gang-groups"
 """On the NodeClaims of one gang launch: the pod groups it carries (comma-separated)."""
+ANNOTATION_FLAVOR_DOWNGRADE: Final = "jointer.dev/flavor-downgrade"
+"""On a NodePool: ``allowed`` lets consolidation move llmaz pods to a later (worse) flavor."""
+FLAVOR_DOWNGRADE_ALLOWED: Final = "allowed"
+LABEL_LLMAZ_MODEL_NAME: Final = "llmaz.io/model-name"
+"""On llmaz's pods: the OpenModel they serve."""
+ANNOTATION_LLMAZ_FLAVORS: Final = "llmaz.io/inference-service-flavors"
+"""On llmaz's pods: the OpenModel flavors they may use, in order (comma-separated names)."""
 
 # --- Finalizers ---------------------------------------------------------------------------------
 

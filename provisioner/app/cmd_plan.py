@@ -42,6 +42,7 @@ POD_GROUP_GROUPS: Final = frozenset(
         "jobset.x-k8s.io",
         "autoscaling.x-k8s.io",
         "batch",
+        "llmaz.io",
     }
 )
 

@@ -112,6 +112,7 @@ MANIFESTS: Final[list[dict[str, Any]]] = [
                 "resources": ["provisioningrequests"],
                 "verbs": ["list", "watch"],
             },
+            {"apiGroups": ["llmaz.io"], "resources": ["openmodels"], "verbs": ["list", "watch"]},
         ],
     },
     {

@@ -143,6 +143,7 @@ POD_GROUP_RESOURCES: Final[tuple[Resource, ...]] = (
         "ProvisioningRequest",
         namespaced=True,
     ),
+    Resource("llmaz.io", "v1alpha1", "openmodels", "OpenModel", namespaced=False),
 )
 """Pod-group, queue and admission objects of the schedulers Jointer understands (optional CRDs:
 a cluster serves the ones its schedulers installed)."""

@@ -2,8 +2,8 @@
 
 Built-in and Karpenter kinds come from :mod:`provisioner.kube.resource`; the pod-group kinds
 (KAI, Volcano, coscheduling, Kueue, the Workload API, LeaderWorkerSet, JobSet,
-ProvisioningRequest) are served at whatever version a manifest names, as a cluster with those
-CRDs installed would.
+ProvisioningRequest) and llmaz's OpenModel are served at whatever version a manifest names, as
+a cluster with those CRDs installed would.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ POD_GROUP_KINDS: Final[Mapping[tuple[str, str], tuple[str, bool]]] = {
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): ("leaderworkersets", True),
     ("jobset.x-k8s.io", "JobSet"): ("jobsets", True),
     ("autoscaling.x-k8s.io", "ProvisioningRequest"): ("provisioningrequests", True),
+    ("llmaz.io", "OpenModel"): ("openmodels", False),
 }
 """Pod-group kinds (``pod-groups.md``), served at any version."""
 

@@ -87,6 +87,7 @@ GROUP_KINDS: Final = frozenset(
         "JobSet",
         "Job",
         "ProvisioningRequest",
+        "OpenModel",
     }
 )
 

@@ -39,6 +39,12 @@ from provisioner.controllers.provisioning.controller import (
     nodeclaim_body,
     ready_nodepools,
 )
+from provisioner.controllers.provisioning.flavors import (
+    Displaced,
+    choose_flavors,
+    openmodels,
+    with_flavor_rejections,
+)
 from provisioner.controllers.provisioning.offerings import PoolTemplate, pool_template
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
@@ -255,10 +261,34 @@ def simulate(
     )
     try:
         view = build_view(sub, catalog.templates(), region=catalog.region)
-        result = plan(_fence(view), planner)
+        choice = choose_flavors(
+            _fence(view),
+            openmodels(snapshot.group_objects),
+            displaced=_flavor_moves(facts, displaced),
+        )
+        result = with_flavor_rejections(plan(choice.view, planner), choice)
     except PodError as error:
         return Simulation(displaced=displaced, failure=str(error))
     return _outcome(displaced, result, facts)
+
+
+def _flavor_moves(facts: ClusterFacts, displaced: Mapping[str, Pod]) -> dict[str, Displaced]:
+    """The llmaz model pods a move displaces, with the node they leave.
+
+    A pod may take a later flavor only when that node's NodePool says
+    ``jointer.dev/flavor-downgrade: allowed``.
+    """
+    by_name = {state.name: state for state in facts.snapshot.state_nodes.values() if state.name}
+    moves: dict[str, Displaced] = {}
+    for key, pod in displaced.items():
+        state = by_name.get(pod.spec.node_name)
+        if state is None or not pod.metadata.labels.get(wk.LABEL_LLMAZ_MODEL_NAME):
+            continue
+        nodepool = facts.pools.get(state.pool)
+        annotations = nodepool.metadata.annotations if nodepool is not None else {}
+        allowed = annotations.get(wk.ANNOTATION_FLAVOR_DOWNGRADE) == wk.FLAVOR_DOWNGRADE_ALLOWED
+        moves[key] = Displaced(state.labels, downgrade=allowed)
+    return moves
 
 
 def _outcome(displaced: Mapping[str, Pod], result: Plan, facts: ClusterFacts) -> Simulation:

@@ -78,7 +78,7 @@ from solver.problem import (
     TopologyKey,
 )
 
-__all__ = ["Build", "build_problem"]
+__all__ = ["Build", "ExistingRoom", "build_problem", "existing_room"]
 
 GPU: Final = "nvidia.com/gpu"
 NODES: Final = "nodes"
@@ -426,6 +426,32 @@ def _existing_bins(
         node_bin = _node_bin(state, labels, allocatable, bound.get(state.key, []))
         nodes[node_bin.id] = node_bin
     return nodes
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingRoom:
+    """What an existing node or in-flight NodeClaim has left for pending pods.
+
+    Attributes:
+        id: the state node key.
+        labels: its labels (an in-flight NodeClaim's known ones).
+        taints: its scheduling taints.
+        remaining: its free allocatable in milli-units (whole GPUs only).
+    """
+
+    id: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    remaining: Mapping[str, int]
+
+
+def existing_room(view: ClusterView, daemons: DaemonOverhead) -> list[ExistingRoom]:
+    """The room the planner sees on the view's state nodes (as :func:`build_problem` does)."""
+    nodes = _existing_bins(view, daemons, view.bound_pods())
+    return [
+        ExistingRoom(n.id, dict(n.labels), n.taints, dict(n.remaining))
+        for _, n in sorted(nodes.items())
+    ]
 
 
 def _resolved(

@@ -39,6 +39,11 @@ from provisioner.controllers.events import failed_scheduling, nominated
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.cluster import ClusterView
+from provisioner.controllers.provisioning.flavors import (
+    choose_flavors,
+    openmodels,
+    with_flavor_rejections,
+)
 from provisioner.controllers.provisioning.offerings import (
     PoolTemplate,
     pool_template,
@@ -255,7 +260,8 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
     """One provisioning batch's decision: what to launch and where pods go, nothing done yet.
 
     The provisioning controller acts on this; `jointer plan` prints it. Both call it on a
-    cache snapshot (the controller's, or one loaded from manifests).
+    cache snapshot (the controller's, or one loaded from manifests). llmaz model pods are
+    planned on their first usable flavor (:mod:`flavors`).
 
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read.
@@ -267,7 +273,8 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
         ignore_preferences=planner.ignore_preferences,
         unavailable=unavailable_pools(snapshot, pools),
     )
-    return plan(view, planner)
+    choice = choose_flavors(view, openmodels(snapshot.group_objects))
+    return with_flavor_rejections(plan(choice.view, planner), choice)
 
 
 def unavailable_pools(snapshot: Snapshot, pools: PoolSet) -> list[UnavailablePool]:
