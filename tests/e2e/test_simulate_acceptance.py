@@ -270,3 +270,30 @@ def test_spread_pods_fall_through_a_weighted_pool_whose_limit_cannot_keep_the_sp
     batch were planned nowhere, batch after batch, instead of in the lighter `general` pool."""
     report, _ = run(shortened(bundled("weighted-pools"), 12 * 60))
     assert report["summary"]["podsScheduled"] == report["summary"]["podsTotal"]
+
+
+def test_llmaz_pods_take_their_first_flavor_and_fall_back_only_during_its_outage() -> None:
+    """Issue 19: t4g (g5g) first; a g5g spot outage puts new pods on t4 (g4dn) in the retry
+    after the failed launch; after the outage new pods are on g5g again."""
+    scenario = bundled("llmaz-flavors")
+    outage = next(s for s in scenario.steps if s.kind == "capacityOutage")
+    end = outage.at + outage.action.duration  # type: ignore[union-attr]
+    report, _ = run(scenario)
+    node_type = {c["node"]: c["instanceType"] for c in report["nodeClaims"] if c["node"]}
+    pods = pods_of(report, "serving/llama-3-8b-")
+    assert len(pods) == 6
+    assert all(p["scheduledAt"] is not None for p in pods)
+    family = {p["name"]: node_type[p["node"]].split(".")[0] for p in pods}
+    before = [p["name"] for p in pods if p["createdAt"] < outage.at]
+    during = [p["name"] for p in pods if outage.at <= p["createdAt"] < end]
+    after = [p["name"] for p in pods if p["createdAt"] >= end]
+    assert len(before) == len(during) == len(after) == 2
+    assert {family[p] for p in before} == {"g5g"}
+    assert {family[p] for p in during} == {"g4dn"}
+    assert {family[p] for p in after} == {"g5g"}
+    assert report["summary"]["launchFailures"] >= 1  # g5g was tried, then t4 in the retry
+    waits = [p["scheduledAt"] - p["createdAt"] for p in pods]
+    assert max(waits) <= BATCH_MAX + scenario.node_startup  # the fallback costs no extra round
+    launched = [c for c in report["nodeClaims"] if c["launchedAt"] is not None]
+    assert {c["capacityType"] for c in launched} == {"spot"}
+    assert_one_instance_per_claim_and_no_orphan(report)

@@ -200,6 +200,51 @@ def test_a_nodeoverlay_is_followed_where_served_and_changes_the_launch():
     }
 
 
+OPEN_MODELS = next(r for r in POD_GROUP_RESOURCES if r.kind == "OpenModel")
+
+
+def test_an_openmodel_is_followed_where_served_and_its_first_flavor_is_launched():
+    """`jointer run` watches llmaz OpenModels; a model pod gets its first flavor, not the
+    cheapest type."""
+    w = World(served=True)
+    assert OPEN_MODELS in w.driver.resources
+    w.kube.create(NODE_POOLS, nodepool())
+    w.kube.create(
+        OPEN_MODELS,
+        {
+            "apiVersion": "llmaz.io/v1alpha1",
+            "kind": "OpenModel",
+            "metadata": {"name": "llama"},
+            "spec": {
+                "inferenceConfig": {
+                    "flavors": [
+                        {
+                            "name": "big",
+                            "nodeSelector": {"node.kubernetes.io/instance-type": "c.2xlarge"},
+                        },
+                        {
+                            "name": "small",
+                            "nodeSelector": {"node.kubernetes.io/instance-type": "c.large"},
+                        },
+                    ]
+                }
+            },
+        },
+    )
+    w.driver.start_sync()
+    model_pod = pending_pod("llama-0")
+    model_pod["metadata"]["labels"]["llmaz.io/model-name"] = "llama"
+    w.kube.create(PODS, model_pod, namespace="default")
+    w.advance(2)
+    [claim] = w.claims()
+    types = next(
+        t["values"]
+        for t in claim["spec"]["requirements"]
+        if t["key"] == "node.kubernetes.io/instance-type"
+    )
+    assert types == ["c.2xlarge"]
+
+
 def test_nodeoverlays_are_not_watched_where_the_crd_is_not_served():
     class _Kube:
         def list(self, resource, **_):
