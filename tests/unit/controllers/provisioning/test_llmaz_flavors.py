@@ -238,7 +238,8 @@ def test_a_pending_pod_in_the_simulation_takes_its_first_usable_flavor() -> None
     assert choice.chosen == {"serving/a": ("t4g",)}
     (rewritten,) = [p for p in choice.view.pods if p.key == "serving/a"]
     affinity = rewritten.spec.affinity
-    assert affinity is not None and affinity.node_affinity is not None
+    assert affinity is not None
+    assert affinity.node_affinity is not None
     required = affinity.node_affinity.required_during_scheduling_ignored_during_execution
     assert required is not None
     (term,) = required.node_selector_terms
