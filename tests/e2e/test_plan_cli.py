@@ -258,3 +258,26 @@ def test_weighted_pool_falls_through_when_its_limits_run_out(
     assert pods["general"] > 0
     # on-demand is filled up to its limit of 100 CPUs (its smallest types have 2)
     assert 98_000 < cpus <= 100_000
+
+
+def test_the_llmaz_example_plans_each_pod_on_its_first_flavor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = next(p for p in EXAMPLES if p.stem == "llmaz-flavors")
+    assert main(["plan", "-f", str(example), "--time-limit", "1", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    family = {
+        pod: {t.split(".")[0] for t in claim["instanceTypes"]}
+        for claim in document["nodeClaims"]
+        for pod in claim["pods"]
+    }
+    assert family == {
+        "serving/llama-3-8b-0": {"g5g"},  # t4g first, though g4dn fits as well
+        "serving/llama-3-8b-1": {"g5g"},
+        "serving/llama-3-8b-x86": {"g4dn"},  # its annotation selects t4 only
+    }
+    assert all(c["requests"]["nvidia.com/gpu"] == "1" for c in document["nodeClaims"])
+    [typo] = document["unschedulable"]
+    assert typo["pod"] == "serving/llama-3-8b-typo"
+    assert '"a10g"' in typo["reason"]
+    assert 'OpenModel "llama-3-8b"' in typo["reason"]

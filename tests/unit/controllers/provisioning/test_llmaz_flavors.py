@@ -31,7 +31,7 @@ from tests.unit.controllers.provisioning.scenario import (
     tolerate,
 )
 
-SCHEMA = Path("/work/shared/batch-apis/llmaz/llmaz.io_openmodels.yaml")
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 MODEL = "llama-3-8b"
 
@@ -123,11 +123,29 @@ def types_of(run: Run, pod_key: str) -> list[str]:
     return list(claim["instanceTypes"])
 
 
-def test_the_openmodel_fixture_validates_against_the_llmaz_schema() -> None:
+def _example_openmodels() -> list[dict[str, Any]]:
+    """The OpenModels of examples/ (plan files, and the ``apply`` steps of scenarios)."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+        for document in documents:
+            texts = [s["apply"] for s in document.get("spec", {}).get("steps", []) if "apply" in s]
+            documents += [d for text in texts for d in yaml.safe_load_all(text) if d]
+        found += [d for d in documents if d.get("kind") == "OpenModel"]
+    return found
+
+
+def test_the_openmodels_here_and_in_examples_validate_against_the_llmaz_schema(
+    shared: Path,
+) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    crd = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))
+    crd_path = shared / "batch-apis" / "llmaz" / "llmaz.io_openmodels.yaml"
+    crd = yaml.safe_load(crd_path.read_text(encoding="utf-8"))
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    jsonschema.validate(openmodel(), schema)
+    examples = _example_openmodels()
+    assert len(examples) >= 2  # the plan example and the scenario
+    for model in (openmodel(), *examples):
+        jsonschema.validate(model, schema)
 
 
 def test_pods_take_the_first_flavor_even_when_a_later_one_is_cheaper(tmp_path: Path) -> None:
