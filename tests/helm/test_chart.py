@@ -283,6 +283,7 @@ def test_cluster_role_grants(default) -> None:
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): watched,
         ("jobset.x-k8s.io", "jobsets"): watched,
         ("autoscaling.x-k8s.io", "provisioningrequests"): watched,
+        ("llmaz.io", "openmodels"): watched,
     }
     assert _grants(_rules(default, "ClusterRole")) == expected
 
