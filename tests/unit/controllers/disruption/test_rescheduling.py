@@ -15,6 +15,7 @@ from tests.unit.controllers.disruption.objects import (
     pod,
     running,
 )
+from tests.unit.controllers.disruption.world import nodepool
 
 GREEDY = PlannerConfig(policy="greedy")
 
@@ -73,3 +74,41 @@ def test_leaving_nodes_are_not_a_destination():
     result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY, leaving={"b"})
     assert result.ok
     assert len(result.new_claims) == 1
+
+
+def _flavored_pod() -> dict[str, Any]:
+    return running(pod("llama-0", labels={"llmaz.io/model-name": "llama"}), "node-a")
+
+
+def _flavor_facts(*, downgrade: bool) -> ClusterFacts:
+    """A model pod on a c.xlarge node (flavor "big"); flavor "small" (c.large) is cheaper."""
+    pool = nodepool()
+    if downgrade:
+        pool["metadata"]["annotations"] = {"jointer.dev/flavor-downgrade": "allowed"}
+    model = {
+        "apiVersion": "llmaz.io/v1alpha1",
+        "kind": "OpenModel",
+        "metadata": {"name": "llama"},
+        "spec": {
+            "inferenceConfig": {
+                "flavors": [
+                    {"name": name, "nodeSelector": {"node.kubernetes.io/instance-type": it}}
+                    for name, it in (("big", "c.xlarge"), ("small", "c.large"))
+                ]
+            }
+        },
+    }
+    return facts_of([pool, model, claim("a"), node("a"), _flavored_pod()])
+
+
+def test_a_model_pod_is_not_moved_to_a_later_flavor_unless_its_nodepool_allows_it():
+    facts = _flavor_facts(downgrade=False)
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    assert result.ok
+    [replacement] = result.new_claims
+    assert replacement.instance_types == ("c.xlarge",)  # its flavor; never the cheaper "small"
+
+    facts = _flavor_facts(downgrade=True)
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    [replacement] = result.new_claims
+    assert replacement.instance_type == "c.large"
