@@ -239,18 +239,25 @@ class _Capacity:
         self.rooms = existing_room(view, daemons)
         self._signatures: dict[str, Signature] = {}
         self._requests: RequestsCache = {}
+        self._offered: dict[tuple[int, tuple[tuple[str, int], ...]], bool] = {}
 
     def take(self, pod: Pod) -> bool:
         """Whether ``pod`` (rewritten to one flavor) fits an offering, or room (then taken)."""
         facts = pod_facts(pod, cache=self._signatures, requests_cache=self._requests)
         alternatives = facts.signature.alternatives
-        for option in self.options:
-            if (
+        # signatures are shared per scheduling fields: pods of one workload ask once
+        key = (id(facts.signature), tuple(sorted(facts.requests.items())))
+        offered = self._offered.get(key)
+        if offered is None:
+            offered = any(
                 _fits(facts.requests, option.capacity)
                 and _tolerated(facts.signature, option.pool.taints)
                 and any(a.matches(option.labels) for a in alternatives)
-            ):
-                return True
+                for option in self.options
+            )
+            self._offered[key] = offered
+        if offered:
+            return True
         for room in self.rooms:
             if (
                 _fits(facts.requests, room.remaining)
