@@ -36,6 +36,7 @@ from provisioner.kube.errors import GoneError, make_error
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import WatchEvent
 from provisioner.kube.resource import (
+    EVENTS,
     NODE_CLAIMS,
     NODE_OVERLAYS,
     NODE_POOLS,
@@ -235,6 +236,10 @@ def test_an_openmodel_is_followed_where_served_and_its_first_flavor_is_launched(
     model_pod = pending_pod("llama-0")
     model_pod["metadata"]["labels"]["llmaz.io/model-name"] = "llama"
     w.kube.create(PODS, model_pod, namespace="default")
+    typo = pending_pod("llama-1")
+    typo["metadata"]["labels"]["llmaz.io/model-name"] = "llama"
+    typo["metadata"]["annotations"] = {"llmaz.io/inference-service-flavors": "huge"}
+    w.kube.create(PODS, typo, namespace="default")
     w.advance(2)
     [claim] = w.claims()
     types = next(
@@ -243,6 +248,15 @@ def test_an_openmodel_is_followed_where_served_and_its_first_flavor_is_launched(
         if t["key"] == "node.kubernetes.io/instance-type"
     )
     assert types == ["c.2xlarge"]
+    warnings = [
+        e
+        for e in w.kube.list(EVENTS).items
+        if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "llama-1"
+    ]
+    assert warnings
+    assert warnings[0]["type"] == "Warning"
+    assert 'flavor "huge"' in warnings[0]["message"]
+    assert 'OpenModel "llama"' in warnings[0]["message"]
 
 
 def test_nodeoverlays_are_not_watched_where_the_crd_is_not_served():
