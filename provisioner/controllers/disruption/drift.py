@@ -40,7 +40,8 @@ class Drift:
         for candidate in within_budgets(
             context, ordered, budgets, self.reason, context.facts.pools
         ):
-            simulation = context.simulate([candidate])
+            # not a move to save money: model pods take their first usable flavor, as new pods
+            simulation = context.simulate([candidate], keep_flavor=False)
             if not simulation.ok:
                 context.log.debug(
                     "cannot disrupt drifted node, its pods cannot be rescheduled",

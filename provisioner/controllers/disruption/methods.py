@@ -59,8 +59,11 @@ class MethodContext:
     simulations: int = 0
     _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def simulate(self, candidates: Sequence[Candidate]) -> Simulation:
-        """Move the candidates' pods (and their gangs' other members) elsewhere, on paper."""
+    def simulate(self, candidates: Sequence[Candidate], *, keep_flavor: bool = True) -> Simulation:
+        """Move the candidates' pods (and their gangs' other members) elsewhere, on paper.
+
+        With ``keep_flavor`` (consolidation) llmaz model pods keep their flavor or a better one.
+        """
         self.simulations += 1
         return simulate(
             self.facts,
@@ -69,6 +72,7 @@ class MethodContext:
             planner=self.planner,
             leaving=self.leaving,
             moving=gang_pods(candidates, self.facts),
+            keep_flavor=keep_flavor,
         )
 
     def pool_totals(self, pool: str) -> tuple[float, float]:

@@ -223,6 +223,7 @@ def simulate(
     planner: PlannerConfig,
     leaving: Collection[str] = (),
     moving: Sequence[Pod] = (),
+    keep_flavor: bool = True,
 ) -> Simulation:
     """Plan the pods of ``removed`` (and ``moving``) against the cluster without them.
 
@@ -233,6 +234,8 @@ def simulate(
         planner: the planner settings.
         leaving: NodeClaims already going away (their pods are pending, not required to fit).
         moving: other pods that must move with them (gang members on nodes that stay).
+        keep_flavor: llmaz model pods may not move to a later flavor than the one they are on
+            (unless their NodePool allows it); without it they take their first usable flavor.
     """
     snapshot = facts.snapshot
     removed_claims = {s.nodeclaim.name for s in removed} | set(leaving)
@@ -264,7 +267,7 @@ def simulate(
         choice = choose_flavors(
             _fence(view),
             openmodels(snapshot.group_objects),
-            displaced=_flavor_moves(facts, displaced),
+            displaced=_flavor_moves(facts, displaced) if keep_flavor else None,
         )
         result = with_flavor_rejections(plan(choice.view, planner), choice)
     except PodError as error:

@@ -80,8 +80,9 @@ def _flavored_pod() -> dict[str, Any]:
     return running(pod("llama-0", labels={"llmaz.io/model-name": "llama"}), "node-a")
 
 
-def _flavor_facts(*, downgrade: bool) -> ClusterFacts:
-    """A model pod on a c.xlarge node (flavor "big"); flavor "small" (c.large) is cheaper."""
+def _flavor_facts(*, downgrade: bool, on: str = "c.xlarge") -> ClusterFacts:
+    """A model pod on an ``on`` node; flavor "big" (c.xlarge) comes before the cheaper "small"
+    (c.large)."""
     pool = nodepool()
     if downgrade:
         pool["metadata"]["annotations"] = {"jointer.dev/flavor-downgrade": "allowed"}
@@ -98,7 +99,10 @@ def _flavor_facts(*, downgrade: bool) -> ClusterFacts:
             }
         },
     }
-    return facts_of([pool, model, claim("a"), node("a"), _flavored_pod()])
+    labels = {"node.kubernetes.io/instance-type": on}
+    return facts_of(
+        [pool, model, claim("a", instance_type=on), node("a", labels=labels), _flavored_pod()]
+    )
 
 
 def test_a_model_pod_is_not_moved_to_a_later_flavor_unless_its_nodepool_allows_it():
@@ -112,3 +116,14 @@ def test_a_model_pod_is_not_moved_to_a_later_flavor_unless_its_nodepool_allows_i
     result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
     [replacement] = result.new_claims
     assert replacement.instance_type == "c.large"
+
+
+def test_a_drift_replacement_gives_a_model_pod_its_first_usable_flavor():
+    facts = _flavor_facts(downgrade=False, on="c.large")  # placed on "small" during an outage
+    catalog = catalog_of(facts)
+    consolidating = simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
+    [replacement] = consolidating.new_claims
+    assert replacement.instance_type == "c.large"  # its flavor or a better one: the cheapest
+    drifting = simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY, keep_flavor=False)
+    [replacement] = drifting.new_claims
+    assert replacement.instance_types == ("c.xlarge",)  # "big" first, as for a new pod
