@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 from ortools.sat.python import cp_model
 
 from solver import tiers
-from solver.bounds import fluid_bound, hostname_caps
+from solver.bounds import fluid_bound, hostname_caps, tiered_bound
 from solver.colgen import (
     SMOOTHING,
     ColumnGenerationResult,
@@ -629,8 +629,7 @@ def _best_of_tiers(
     hard = start + config.time_limit_seconds
     bound = 0
     if time.monotonic() < hard:
-        unweighted = dataclasses.replace(problem, pool_weights={})
-        bound = fluid_bound(unweighted, best.new_counts(), deadline=hard)
+        bound = tiered_bound(problem, best.new_counts(), deadline=hard)
     bound = min(bound, best.cost_micros)
     if bound >= best.cost_micros:
         status = Status.OPTIMAL
