@@ -14,7 +14,12 @@ the problem's rules. They relax the integer problem, so they can only be lower:
   feasible point (y_t = number of bins of type t), so the LP value is a lower bound. It is
   solved by delayed column generation over offerings (``_fluid_lp``), and never reported
   below ``resource_bound`` or the whole-bins count of hostname groups.
+* ``tiered_bound``: for plans that fall through NodePool weight tiers, the cheapest of the
+  fluid LPs (with the pools' limits as rows) of the cases rule 9 leaves.
 * ``resource_bound``: total demand per resource at the cheapest price per unit.
+
+Capacities in the LP rows are what some mix of the pods' sizes can fill
+(``reachable_capacity``): no bin holds more, so the relaxation stays valid.
 * the column-generation (Farley) bound lives in ``solver.colgen.proven_bound``; the knapsack
   bounds it needs (``knapsack_upper``, ``fast_knapsack_upper``) are here.
 

@@ -4,7 +4,7 @@
 pods of the heaviest NodePools they may use; pods whose pools' limits run out fall through to
 the next tier, planned again by the same steps with the first tier's bins pre-opened. A plan
 of several tiers is compared with both greedy plans (which fall through too) and the better
-one is kept; its bound is the fluid bound without weights (a relaxation of rule 9).
+one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
@@ -617,8 +617,9 @@ def _best_of_tiers(
     """Return the best of the optimiser's plan made in tiers and the greedy ones, bounded.
 
     A greedy plan made in tiers can beat the optimiser's when its first tier leaves more pods
-    to a cheaper, lighter pool. The bound of a plan of several tiers is the fluid bound of the
-    problem without weights: every plan that keeps rule 9 is a plan of that problem.
+    to a cheaper, lighter pool. The bound of a plan of several tiers is ``tiered_bound``: the
+    cheapest of the cases rule 9 leaves (pods kept on their heaviest pool, or that pool used
+    up to within one node of a limit), never below the bound without weights.
     """
     best = min([planned.solution, *greedy], key=_quality)
     if best is planned.solution and len(planned.rounds) == 1:
