@@ -37,28 +37,37 @@ def _valid(
     limits = {lim.pool: lim.remaining for lim in problem.limits}
     if any(usage[(p, r)] > v for p, lim in limits.items() for r, v in lim.items()):
         return False
+    return not any(
+        _heavier_takes(problem, pods[i], t, usage)
+        for group, t in zip(groups, kinds, strict=True)
+        for i in group
+    )
+
+
+def _heavier_takes(
+    problem: Problem, pod: PodClass, t: BinType, usage: Counter[tuple[str, str]]
+) -> bool:
+    """Whether one more bin of a pool heavier than ``t``'s, within the limits left, holds it."""
     weights = problem.pool_weights
-    for group, t in zip(groups, kinds, strict=True):
-        for i in group:
-            for h in problem.bin_types:
-                if weights.get(h.pool, 0) <= weights.get(t.pool, 0):
-                    continue
-                if h.id not in pods[i].allowed_bin_types or not fits_one(problem, pods[i], h):
-                    continue
-                use = h.usage_for_limits()
-                lim = limits.get(h.pool, {})
-                if all(usage[(h.pool, r)] + use.get(r, 0) <= v for r, v in lim.items()):
-                    return False  # a heavier pool could still take the pod
-    return True
+    limits = {lim.pool: lim.remaining for lim in problem.limits}
+    for h in problem.bin_types:
+        if weights.get(h.pool, 0) <= weights.get(t.pool, 0):
+            continue
+        if h.id not in pod.allowed_bin_types or not fits_one(problem, pod, h):
+            continue
+        use = h.usage_for_limits()
+        lim = limits.get(h.pool, {})
+        if all(usage[(h.pool, r)] + use.get(r, 0) <= v for r, v in lim.items()):
+            return True
+    return False
 
 
 def _partitions(items: list[int]) -> list[list[list[int]]]:
     if not items:
         return [[]]
-    out = []
+    out: list[list[list[int]]] = []
     for part in _partitions(items[1:]):
-        for i in range(len(part)):
-            out.append([*part[:i], [items[0], *part[i]], *part[i + 1 :]])
+        out.extend([*part[:i], [items[0], *part[i]], *part[i + 1 :]] for i in range(len(part)))
         out.append([[items[0]], *part])
     return out
 
