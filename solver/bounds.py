@@ -30,7 +30,6 @@ the ceiling (costs are integers), so GLOP's tolerances never lift a bound above 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from collections.abc import Iterator, Mapping
@@ -90,7 +89,6 @@ _REACH_UNITS = 1 << 16
 """``reachable_capacity`` computes exact subset sums up to this many units of the gcd."""
 
 
-@functools.lru_cache(maxsize=4096)
 def reachable_capacity(cap: int, sizes: tuple[int, ...]) -> int:
     """Return the largest sum of pod sizes (any number of each of ``sizes``) at most ``cap``.
 
@@ -299,7 +297,12 @@ def _rows_of(
     for r in sorted({r for c in reps for r, v in c.demand.items() if v > 0} - {gpu}):
         coef.append([float(c.demand.get(r, 0)) for c in reps])
         sizes = tuple(sorted({c.demand.get(r, 0) for c in reps} - {0}))
-        cap.append([float(reachable_capacity(t.capacity.get(r, 0), sizes)) for t in types])
+        reach: dict[int, int] = {}
+        for t in types:
+            v = t.capacity.get(r, 0)
+            if v not in reach:
+                reach[v] = reachable_capacity(v, sizes)
+        cap.append([float(reach[t.capacity.get(r, 0)]) for t in types])
     large = len(coef) + 1  # the resources and the first GPU row
     whole = [GPU_MILLI * c.demand.get(gpu, 0) for c in reps]
     fracs = [c.gpu_fraction_milli for c in reps]
