@@ -14,7 +14,12 @@ the problem's rules. They relax the integer problem, so they can only be lower:
   feasible point (y_t = number of bins of type t), so the LP value is a lower bound. It is
   solved by delayed column generation over offerings (``_fluid_lp``), and never reported
   below ``resource_bound`` or the whole-bins count of hostname groups.
+* ``tiered_bound``: for plans that fall through NodePool weight tiers, the cheapest of the
+  fluid LPs (with the pools' limits as rows) of the cases rule 9 leaves.
 * ``resource_bound``: total demand per resource at the cheapest price per unit.
+
+Capacities in the LP rows are what some mix of the pods' sizes can fill
+(``reachable_capacity``): no bin holds more, so the relaxation stays valid.
 * the column-generation (Farley) bound lives in ``solver.colgen.proven_bound``; the knapsack
   bounds it needs (``knapsack_upper``, ``fast_knapsack_upper``) are here.
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +40,7 @@ from ortools.linear_solver import pywraplp
 
 from solver.problem import GPU_MILLI, AntiAffinity, BinType, PodClass, Problem, SpreadConstraint
 from solver.problem import TopologyKey as Key
-from solver.weights import fits_one
+from solver.weights import eligible_types, fits_one, top_tier
 
 _SAFETY = 1e-6
 _UNIT = 1e-6
@@ -78,6 +83,34 @@ def safe_floor(value: float) -> int:
     below every feasible cost.
     """
     return max(0, math.ceil(value * (1 - _SAFETY) - 1e-3))
+
+
+_REACH_UNITS = 1 << 16
+"""``reachable_capacity`` computes exact subset sums up to this many units of the gcd."""
+
+
+def reachable_capacity(cap: int, sizes: tuple[int, ...]) -> int:
+    """Return the largest sum of pod sizes (any number of each of ``sizes``) at most ``cap``.
+
+    The pods on one bin use at most this much of a resource (e.g. 1750m of a 1930m CPU when
+    every pod asks a multiple of 250m), so it may replace the capacity in any LP row. Exact
+    by subset sums over multiples of the sizes' gcd when that is small; else the capacity
+    rounded down to a multiple of the gcd.
+    """
+    if cap <= 0 or not sizes:
+        return max(0, cap)
+    g = math.gcd(*sizes)
+    units = cap // g
+    if units > _REACH_UNITS:
+        return units * g
+    mask = (1 << (units + 1)) - 1
+    reach = 1
+    for size in sizes:
+        step = size // g
+        while step <= units:
+            reach = (reach | (reach << step)) & mask
+            step *= 2
+    return (reach.bit_length() - 1) * g
 
 
 def resource_bound(problem: Problem, demand: Mapping[str, int]) -> int:
@@ -138,6 +171,10 @@ class _Fluid:
     """A bound in dollars from the number of bins alone (see ``_rows_of``)."""
     large: npt.NDArray[np.bool_]
     """Rows that also get a large-pod row per offering (resources and GPUs, (R,))."""
+    ids: npt.NDArray[np.intp] = dataclasses.field(
+        default_factory=lambda: np.zeros(0, dtype=np.intp)
+    )
+    """Index in ``problem.bin_types`` of each type's offering (T,)."""
 
 
 def _dff(fraction: int, k: int) -> float:
@@ -152,8 +189,12 @@ def _dff(fraction: int, k: int) -> float:
     return GPU_MILLI * ((k + 1) * fraction // GPU_MILLI) / k
 
 
-def _aggregate(problem: Problem, demand: Mapping[str, int]) -> _Fluid | None:
+def _aggregate(
+    problem: Problem, demand: Mapping[str, int], split: npt.NDArray[np.float64] | None = None
+) -> _Fluid | None:
     """Build the fluid LP data; None when no pod with demand fits any allowed offering.
+
+    ``split``: more key columns per offering (T, k); offerings differing in them never merge.
 
     Classes with equal demand, GPU fraction, hostname groups and allowed types are
     interchangeable in the fluid LP, so they merge. Offerings with equal capacities in the
@@ -212,20 +253,22 @@ def _aggregate(problem: Problem, demand: Mapping[str, int]) -> _Fluid | None:
     eligible = eligible[:, keep]
     # cheapest offering per (capacities, devices, eligible reps)
     price = np.array([t.price_micros for t in types], dtype=np.float64)
-    key = np.concatenate(
-        [capm, devices[:, None], np.packbits(eligible, axis=1).astype(np.float64)], axis=1
-    )
+    parts = [capm, devices[:, None], np.packbits(eligible, axis=1).astype(np.float64)]
+    if split is not None:
+        parts.append(split.reshape(len(types), -1))
+    key = np.concatenate(parts, axis=1)
     order = np.lexsort((np.arange(len(types)), price))
     _, first = np.unique(key[order], axis=0, return_index=True)
     chosen = np.sort(order[first])
     chosen = chosen[eligible[chosen].any(axis=1)]
-    return _rows_of(
+    data = _rows_of(
         problem,
         reps,
         np.array(counts, dtype=np.float64)[keep],
         ([types[j] for j in chosen], eligible[chosen]),
         caps,
     )
+    return dataclasses.replace(data, ids=chosen)
 
 
 def _rows_of(
@@ -253,7 +296,13 @@ def _rows_of(
     cap: list[list[float]] = []
     for r in sorted({r for c in reps for r, v in c.demand.items() if v > 0} - {gpu}):
         coef.append([float(c.demand.get(r, 0)) for c in reps])
-        cap.append([float(t.capacity.get(r, 0)) for t in types])
+        sizes = tuple(sorted({c.demand.get(r, 0) for c in reps} - {0}))
+        reach: dict[int, int] = {}
+        for t in types:
+            v = t.capacity.get(r, 0)
+            if v not in reach:
+                reach[v] = reachable_capacity(v, sizes)
+        cap.append([float(reach[t.capacity.get(r, 0)]) for t in types])
     large = len(coef) + 1  # the resources and the first GPU row
     whole = [GPU_MILLI * c.demand.get(gpu, 0) for c in reps]
     fracs = [c.gpu_fraction_milli for c in reps]
@@ -317,6 +366,232 @@ def fluid_bound(
     return max(simple, safe_floor(value / _UNIT))
 
 
+_Key = tuple[str, str] | int
+"""A limit row ``(pool, resource)`` or an offering index (its ``max_count``)."""
+
+
+def tiered_bound(
+    problem: Problem, demand: Mapping[str, int], *, deadline: float | None = None
+) -> int:
+    """Return a lower bound for placing ``demand`` on new bins that respects pool weights.
+
+    Rule 9 (``solver.weights``, checked by ``solver.validate``): a pod of a class without gang
+    or topology (a *tiered* class when its eligible offerings span several weights) goes below
+    its top tier only when no top-tier offering fresh-fits after the plan. For one witness
+    offering ``t`` per class that means ``t``'s ``max_count`` is used up (``y_t >= max_count``)
+    or, for some limited resource ``r`` of its pool ``P``, ``used_P,r >= L_P,r - usage_t,r + 1``:
+    the class's *keys* and thresholds. Every valid plan is in one of the cases
+    (``_tier_cases``), each the fluid LP over every offering (``_Master``) with the pools'
+    limits and ``max_count`` as rows plus the case's rows; the bound is the cheapest case,
+    never below ``fluid_bound`` of the problem without weights. Falls back to that bound when
+    a case LP is not solved by ``deadline``.
+    """
+    unweighted = dataclasses.replace(problem, pool_weights={})
+    base = fluid_bound(unweighted, demand, deadline=deadline)
+    if not any(problem.pool_weights.values()):
+        return base
+    top, cases = _tier_cases(problem, demand)
+    if not top:
+        return base
+    restricted = dataclasses.replace(
+        problem,
+        classes=tuple(
+            dataclasses.replace(c, allowed_bin_types=top.get(c.key, c.allowed_bin_types))
+            for c in problem.classes
+        ),
+    )
+    split = _limit_columns(problem)
+    best = math.inf
+    for rows in cases:
+        value = _limited_lp(restricted if rows is None else problem, demand, split, rows, deadline)
+        if value is None:
+            return base
+        best = min(best, value)
+    if math.isinf(best):
+        return base
+    return max(base, safe_floor(best / _UNIT))
+
+
+def _tier_cases(
+    problem: Problem, demand: Mapping[str, int]
+) -> tuple[dict[str, frozenset[str]], list[dict[_Key, int] | None]]:
+    """Return the tiered classes' top tiers and cases covering every valid plan.
+
+    A case is None (every tiered pod on its top tier) or rows ``used_key >= threshold``. A
+    tiered class is *forced* below its top tier when its demand of some resource exceeds what
+    every top-tier pool has left of it (``_forced``). Without forced classes: case None, or
+    some class fell through, which holds one of its keys (``_witness_keys``): one case per key
+    with the least threshold over the classes. With forced classes, see ``_cover``.
+    """
+    index = {t.id: i for i, t in enumerate(problem.bin_types)}
+    top: dict[str, frozenset[str]] = {}
+    keys: list[tuple[bool, dict[_Key, int]]] = []
+    for c in problem.classes:
+        n = demand.get(c.key, 0)
+        if n <= 0 or c.gang is not None or c.topology:
+            continue
+        tier = top_tier(problem, c)
+        if len(tier) == len(eligible_types(problem, c)):
+            continue
+        top[c.key] = tier
+        types = [problem.bin_types[index[t]] for t in sorted(tier)]
+        keys.append((_forced(problem, c, n, types), _witness_keys(problem, types, index)))
+    forced = [own for is_forced, own in keys if is_forced]
+    if forced:
+        return top, list(_cover(forced))
+    least: dict[_Key, int] = {}
+    for _, own in keys:
+        for k, v in own.items():
+            least[k] = min(v, least.get(k, v))
+    return top, [None, *({k: v} for k, v in least.items())]
+
+
+def _witness_keys(
+    problem: Problem, tier: list[BinType], index: Mapping[str, int]
+) -> dict[_Key, int]:
+    """Return the keys of the class's witness: the top-tier offering that blocks last.
+
+    The witness has no ``max_count`` if one can, then the least share of its pool's limits.
+    Its keys: ``(P, r) -> L_P,r - usage_r + 1`` per limited resource and, with a
+    ``max_count``, its index ``-> max_count``. No keys: it always fits (the class never falls).
+    """
+    limits = {lim.pool: lim.remaining for lim in problem.limits}
+
+    def size(bt: BinType) -> tuple[bool, float]:
+        use = bt.usage_for_limits()
+        lim = limits.get(bt.pool, {})
+        return bt.max_count is not None, max(
+            (use.get(r, 0) / v for r, v in lim.items() if v > 0), default=0.0
+        )
+
+    w = min(tier, key=size)
+    own: dict[_Key, int] = {
+        (w.pool, r): v - w.usage_for_limits().get(r, 0) + 1
+        for r, v in limits.get(w.pool, {}).items()
+    }
+    if w.max_count is not None:
+        own[index[w.id]] = w.max_count
+    return own
+
+
+def _forced(problem: Problem, c: PodClass, n: int, tier: list[BinType]) -> bool:
+    """Return whether ``n`` pods of ``c`` cannot all go to their top tier ``tier``.
+
+    True when, for some resource, every top-tier pool limits it, every top-tier offering
+    counts at least its capacity against the limit, and the pods ask more than the pools left.
+    """
+    limits = {lim.pool: lim.remaining for lim in problem.limits}
+    pools = {bt.pool for bt in tier}
+    for r, v in c.demand.items():
+        if v <= 0 or not all(r in limits.get(p, {}) for p in pools):
+            continue
+        if any(bt.usage_for_limits().get(r, 0) < bt.capacity.get(r, 0) for bt in tier):
+            continue
+        if n * v > sum(limits[p][r] for p in pools):
+            return True
+    return False
+
+
+def _cover(forced: list[dict[_Key, int]]) -> Iterator[dict[_Key, int]]:
+    """Yield cases covering every plan in which each forced class holds one of its keys.
+
+    For each key ``k`` and each of its thresholds ``v``: ``used_k >= v`` plus, for the forced
+    classes ``v`` does not block that have one other key, that key's threshold. A plan is in
+    the case of one class's key ``k`` at the largest threshold of the classes holding ``k``.
+    Cases whose rows are all at least another's (no lower LP value) are left out.
+    """
+    cases: list[dict[_Key, int]] = []
+    for k in dict.fromkeys(k for own in forced for k in own):
+        for v in sorted({own[k] for own in forced if k in own}):
+            rows = {k: v}
+            for own in forced:
+                others = [o for o in own if o != k]
+                if (k not in own or own[k] > v) and len(others) == 1:
+                    rows[others[0]] = max(own[others[0]], rows.get(others[0], 0))
+            cases.append(rows)
+    for i, c in enumerate(cases):
+        if not any(
+            j != i and o.keys() <= c.keys() and all(o[k] <= c[k] for k in o) and (o != c or j < i)
+            for j, o in enumerate(cases)
+        ):
+            yield c
+
+
+def _limit_columns(problem: Problem) -> npt.NDArray[np.float64]:
+    """Return per offering its pool, limit usage and ``max_count`` (they must not merge)."""
+    pools = sorted({t.pool for t in problem.bin_types})
+    limited = sorted({(lim.pool, r) for lim in problem.limits for r in lim.remaining})
+    rows = []
+    for i, t in enumerate(problem.bin_types):
+        use = t.usage_for_limits()
+        row = [float(pools.index(t.pool)), -1.0 if t.max_count is None else float(i)]
+        row += [float(use.get(r, 0)) if t.pool == p else 0.0 for p, r in limited]
+        rows.append(row)
+    return np.array(rows, dtype=np.float64).reshape(len(problem.bin_types), -1)
+
+
+def _limited_lp(
+    problem: Problem,
+    demand: Mapping[str, int],
+    split: npt.NDArray[np.float64],
+    rows: Mapping[_Key, int] | None,
+    deadline: float | None,
+) -> float | None:
+    """Return the fluid LP value in dollars over every offering with limits and ``rows``.
+
+    ``rows``: ``used_P,r >= v`` for a key ``(P, r)``, ``y_i >= v`` for an offering index.
+    ``inf`` when infeasible, None when not solved by ``deadline``.
+    """
+    data = _aggregate(problem, demand, split)
+    if data is None:
+        return math.inf
+    master = _Master(data)
+    for t in range(len(data.ids)):
+        master.add(t)
+    _limit_rows(master, problem, data.ids.tolist(), rows or {})
+    s = master.solver
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        s.SetTimeLimit(max(1, int(left * 1000)))
+    code = s.Solve()
+    if code == pywraplp.Solver.INFEASIBLE:
+        return math.inf
+    if code != pywraplp.Solver.OPTIMAL:
+        return None
+    return float(s.Objective().Value())
+
+
+def _limit_rows(
+    master: _Master, problem: Problem, ids: list[int], rows: Mapping[_Key, int]
+) -> None:
+    """Add the pools' limits, ``max_count`` and ``rows`` to a master holding every offering."""
+    s = master.solver
+    types = [problem.bin_types[i] for i in ids]
+
+    def row(lo: float, hi: float, coef: list[float]) -> None:
+        ct = s.Constraint(lo, hi)
+        for y, a in zip(master.ys, coef, strict=True):
+            if a:
+                ct.SetCoefficient(y, a)
+
+    def usage(pool: str, r: str) -> list[float]:
+        return [float(bt.usage_for_limits().get(r, 0)) if bt.pool == pool else 0.0 for bt in types]
+
+    for lim in problem.limits:
+        for r, v in lim.remaining.items():
+            row(-s.infinity(), float(v), usage(lim.pool, r))
+    for y, bt in zip(master.ys, types, strict=True):
+        if bt.max_count is not None:
+            y.SetUb(float(bt.max_count))
+    for key, v in rows.items():
+        if isinstance(key, int):
+            row(float(v), s.infinity(), [1.0 if i == key else 0.0 for i in ids])
+        else:
+            row(float(v), s.infinity(), usage(*key))
+
+
 class _Master:
     """The fluid LP restricted to some offerings (GLOP, grown incrementally)."""
 
@@ -333,6 +608,7 @@ class _Master:
         self.rows: list[list[tuple[int, pywraplp.Constraint]]] = []
         self.large: list[list[tuple[int, pywraplp.Constraint]]] = []
         self.covers: list[npt.NDArray[np.bool_]] = []
+        self.ys: list[pywraplp.Variable] = []
 
     def add(self, t: int) -> None:
         """Add offering ``t``: its bin count, one flow per eligible rep and its capacity rows.
@@ -375,6 +651,7 @@ class _Master:
                 ct.SetCoefficient(zs[j], 1.0 if twice[j] > cap else 0.5)
             large.append((r, ct))
         self.types.append(t)
+        self.ys.append(y)
         self.rows.append(rows)
         self.large.append(large)
         # offerings whose eligible reps are all eligible on t (t's certificate applies to them)

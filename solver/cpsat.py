@@ -4,7 +4,7 @@
 pods of the heaviest NodePools they may use; pods whose pools' limits run out fall through to
 the next tier, planned again by the same steps with the first tier's bins pre-opened. A plan
 of several tiers is compared with both greedy plans (which fall through too) and the better
-one is kept; its bound is the fluid bound without weights (a relaxation of rule 9).
+one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 from ortools.sat.python import cp_model
 
 from solver import tiers
-from solver.bounds import fluid_bound, hostname_caps
+from solver.bounds import fluid_bound, hostname_caps, tiered_bound
 from solver.colgen import (
     SMOOTHING,
     ColumnGenerationResult,
@@ -617,8 +617,9 @@ def _best_of_tiers(
     """Return the best of the optimiser's plan made in tiers and the greedy ones, bounded.
 
     A greedy plan made in tiers can beat the optimiser's when its first tier leaves more pods
-    to a cheaper, lighter pool. The bound of a plan of several tiers is the fluid bound of the
-    problem without weights: every plan that keeps rule 9 is a plan of that problem.
+    to a cheaper, lighter pool. The bound of a plan of several tiers is ``tiered_bound``: the
+    cheapest of the cases rule 9 leaves (pods kept on their heaviest pool, or that pool used
+    up to within one node of a limit), never below the bound without weights.
     """
     best = min([planned.solution, *greedy], key=_quality)
     if best is planned.solution and len(planned.rounds) == 1:
@@ -629,8 +630,7 @@ def _best_of_tiers(
     hard = start + config.time_limit_seconds
     bound = 0
     if time.monotonic() < hard:
-        unweighted = dataclasses.replace(problem, pool_weights={})
-        bound = fluid_bound(unweighted, best.new_counts(), deadline=hard)
+        bound = tiered_bound(problem, best.new_counts(), deadline=hard)
     bound = min(bound, best.cost_micros)
     if bound >= best.cost_micros:
         status = Status.OPTIMAL

@@ -17,6 +17,8 @@ classes x bins, not pods.
   z when ``count(z) + 1 - min(count) <= max_skew``, least loaded zone first), then place each
   zone's share in bulk; when a zone cannot take its share the class is undone and re-split with
   that zone capped, and as a last resort placed one pod at a time (which keeps the invariant);
+* a group held to one bin (hostname ``Affinity``) is placed together at the position of its
+  first class by the cost-aware planner, starting on a new bin that holds the whole group;
 * hostname rules (spread, anti-affinity, co-location) cap ``k`` per bin; a co-location carrier
   that is not a target itself only joins bins (or zones) already hosting a target or listed in
   ``satisfied``; carriers that find none are unplaced (reason ``topology``);
@@ -978,6 +980,10 @@ class _Packer:
         """Return whether ``c`` must stay on one bin (a hostname ``Affinity``)."""
         return any(kind == 3 for kind, _, _ in self._host_rules(c))  # noqa: PLR2004
 
+    def one_bin_group(self, c: PodClass) -> str | None:
+        """Return the first hostname ``Affinity`` holding ``c`` to one bin (None: none)."""
+        return next((tid for kind, tid, _ in self._host_rules(c) if kind == 3), None)  # noqa: PLR2004
+
     def _affine_zones(self, c: PodClass, zones: list[str]) -> list[str]:
         """Return ``zones`` cut to the zone of the bin already holding ``c``'s one-bin group."""
         for kind, tid, _ in self._host_rules(c):
@@ -1099,7 +1105,13 @@ class _Packer:
         skip_key = self._skip_key(c, zone) if not widen else None
         start = self._skip.get(skip_key, 0) if skip_key is not None else 0
         gen = self._skip_gen
-        placed, spent = self._visit(c, domain, n, journal, self._open_order(zone)[start:], widen)
+        opened = self._open_order(zone)[start:]
+        group = None if self.karpenter else self.one_bin_group(c)
+        if group is not None and not self.s.placed[group]:
+            # a one-bin group starts on a new bin chosen to hold it whole (``_whole_first``),
+            # not on a bin other classes opened and may have filled
+            opened = []
+        placed, spent = self._visit(c, domain, n, journal, opened, widen)
         if skip_key is not None and gen == self._skip_gen:
             self._skip[skip_key] = start + spent
         while placed < n:
@@ -1418,6 +1430,8 @@ def _run(problem: Problem, *, karpenter: bool, deadline: float | None = None) ->
             members[c.gang].append(c)
     done: set[str] = set()
     order = sorted(problem.classes, key=lambda c: (packer.needy(c), *_sort_key(c)))
+    if not karpenter:
+        order = _groups_together(packer, order)
     for c in order:
         if deadline is not None and time.monotonic() > deadline:
             raise GreedyTimeout
@@ -1427,6 +1441,29 @@ def _run(problem: Problem, *, karpenter: bool, deadline: float | None = None) ->
             done.add(c.gang)
             _place_gang(packer, gangs[c.gang], members[c.gang])
     return packer
+
+
+def _groups_together(packer: _Packer, order: list[PodClass]) -> list[PodClass]:
+    """Return ``order`` with the classes of each one-bin group moved up to its first one.
+
+    A group held to one bin (hostname ``Affinity``) opens its bin for the whole group; placed
+    together, its classes take that room before other classes fill the bin.
+    """
+    group_of = {c.key: g for c in order if (g := packer.one_bin_group(c)) is not None}
+    if not group_of:
+        return order
+    members: defaultdict[str, list[PodClass]] = defaultdict(list)
+    for c in order:
+        if c.key in group_of:
+            members[group_of[c.key]].append(c)
+    out: list[PodClass] = []
+    for c in order:
+        g = group_of.get(c.key)
+        if g is None:
+            out.append(c)
+        elif members[g] and members[g][0] is c:
+            out.extend(members.pop(g))
+    return out
 
 
 def _gang_domains(packer: _Packer, g: Gang, classes: list[PodClass]) -> list[Domain]:
