@@ -45,6 +45,16 @@ POD_GROUP_GROUPS: Final = frozenset(
     }
 )
 
+BUFFER_SOURCES: Final = frozenset(
+    {
+        ("v1", "PodTemplate"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "ReplicaSet"),
+        ("apps/v1", "StatefulSet"),
+    }
+)
+"""What CapacityBuffers (``autoscaling.x-k8s.io``) shape their chunks by."""
+
 
 class InputError(ValueError):
     """Unusable input; the message names the file, document and field."""
@@ -174,6 +184,9 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         role = CORE_KINDS.get((document.api_version, document.kind))
         group = document.api_version.split("/")[0] if "/" in document.api_version else ""
         if role is None:
+            if (document.api_version, document.kind) in BUFFER_SOURCES:
+                inputs.cluster.append(document.body)
+                continue
             if group in POD_GROUP_GROUPS:
                 inputs.raw_groups.append(document.body)
                 inputs.cluster.append(document.body)
