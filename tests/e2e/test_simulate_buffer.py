@@ -48,7 +48,7 @@ def test_headroom_keeps_the_buffer_room_through_scale_up_and_consolidation() -> 
     claims = report["nodeClaims"]
     # the room is bought before any workload needs it
     assert [c for c in claims if c["launchedAt"] is not None and c["launchedAt"] < up]
-    # pods scheduled into the room start without waiting for a node: 8 × (1 CPU, 2Gi) fit
+    # pods scheduled into the room start without waiting for a node: 8 x (1 CPU, 2Gi) fit
     web = pods_of(report, "default/web-")
     at_once = [p for p in web if p["createdAt"] == up and p["scheduledAt"] == up]
     assert len(at_once) >= 8, len(at_once)

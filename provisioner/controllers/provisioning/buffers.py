@@ -261,19 +261,19 @@ def resolve(buffer: Mapping[str, Any], objects: _Lookup) -> Resolution:  # noqa:
             "buffer is ready for provisioning",
         )
     ]
-    if by_limits is not None and (chunks is None or by_limits < chunks):
-        if chunks is not None:
-            conditions.append(
-                BufferCondition(
-                    CONDITION_LIMITED_BY_QUOTAS,
-                    "True",
-                    "LimitsExceeded",
-                    f"spec.limits allow {by_limits} of {chunks} chunks",
-                )
+    if by_limits is not None and chunks is not None and by_limits < chunks:
+        conditions.append(
+            BufferCondition(
+                CONDITION_LIMITED_BY_QUOTAS,
+                "True",
+                "LimitsExceeded",
+                f"spec.limits allow {by_limits} of {chunks} chunks",
             )
-        chunks = by_limits
+        )
     else:
         conditions.append(BufferCondition(CONDITION_LIMITED_BY_QUOTAS, "False", "WithinLimits", ""))
+    if by_limits is not None:
+        chunks = by_limits if chunks is None else min(chunks, by_limits)
     return Resolution(
         namespace=namespace,
         name=base.name,
