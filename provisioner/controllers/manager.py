@@ -48,6 +48,7 @@ from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
+from provisioner.controllers.static.controller import StaticCapacityController
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import (
@@ -250,6 +251,7 @@ class Manager:
         self.overlays = NodeOverlayController(ports=ports)
         self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
         self.buffers = CapacityBufferController(ports=ports, planner=planner)
+        self.static = StaticCapacityController(ports=ports, region=settings.aws_region)
         self.nodeclasses = (
             NodeClassController(ports=ports, lifecycle=nodeclasses, resource=EC2_NODE_CLASSES)
             if nodeclasses is not None
@@ -327,6 +329,11 @@ class Manager:
                 m.pools,
             ),
             Registration(self.overlays, (Watch(NODE_OVERLAYS, m.pool_by_name),), m.overlays),
+            Registration(
+                self.static,
+                (Watch(NODE_POOLS, m.pool_by_name), Watch(NODE_CLAIMS, m.pool_of_claim)),
+                m.pools,
+            ),
             Registration(self.garbage_collection, (), m.singleton),
             *(
                 (
