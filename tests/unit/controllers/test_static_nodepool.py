@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from provisioner.app.cmd_plan import plan_files
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodepool import NodePool
+from provisioner.app.cmd_plan import plan_files
 from provisioner.controllers.provisioning.static import (
     StaticPool,
     scale_down_candidates,
