@@ -296,7 +296,7 @@ class Manager:
                     Watch(NODE_POOLS, m.any_change),
                     Watch(NODE_OVERLAYS, m.any_change),
                     *(Watch(r, m.group_trigger) for r in (*POD_GROUP_RESOURCES, JOBS)),
-                    *(Watch(r, m.any_change) for r in BUFFER_RESOURCES),
+                    Watch(CAPACITY_BUFFERS, m.any_change),
                 ),
                 m.singleton,
             ),

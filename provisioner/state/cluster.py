@@ -618,6 +618,11 @@ class ClusterState:
         with self._lock:
             return tuple(self._ix.groups.values()), dict(self._ix.priority_classes)
 
+    def has_kind(self, kind: str) -> bool:
+        """Whether a raw object of ``kind`` (a pod-group or CapacityBuffer kind) is cached."""
+        with self._lock:
+            return any(key[1] == kind for key in self._ix.groups)
+
     def daemonsets(self) -> list[DaemonSet]:
         """Every DaemonSet."""
         with self._lock:

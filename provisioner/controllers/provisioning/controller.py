@@ -38,7 +38,7 @@ from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_
 from provisioner.controllers.events import failed_scheduling, nominated
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.batcher import Batcher
-from provisioner.controllers.provisioning.buffers import buffer_pods, resolve_all
+from provisioner.controllers.provisioning.buffers import BUFFER_KIND, buffer_pods, resolve_all
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.offerings import (
     PoolTemplate,
@@ -615,13 +615,14 @@ class ProvisioningController(ControllerBase):
 
     def _idle(self) -> Result:
         """Done, or back in 30 s while there are CapacityBuffers to keep room for."""
-        objects, _ = self._state.group_objects()
-        if any(o.get("kind") == "CapacityBuffer" for o in objects):
+        if self._state.has_kind(BUFFER_KIND):
             return Result.after(BUFFER_REQUEUE)
         return Result.done()
 
     def _buffer_room_missing(self, now: datetime) -> bool:
         """Whether a CapacityBuffer's virtual pod fits no existing or in-flight capacity."""
+        if not self._state.has_kind(BUFFER_KIND):
+            return False
         _, unbound = bind_buffer_pods(self._state.snapshot(now), self._planner)
         return bool(unbound)
 
