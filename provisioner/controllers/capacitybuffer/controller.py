@@ -85,10 +85,14 @@ def buffer_status(
         "provisioningStrategy": resolution.strategy,
         "conditions": [to_wire(c) for c in conditions],
     }
+    by_template = isinstance(spec, Mapping) and spec.get("podTemplateRef") is not None
     if resolution.template is not None:
         result["podTemplateGeneration"] = resolution.template_generation
-        if isinstance(spec, Mapping) and spec.get("podTemplateRef") is not None:
+        if by_template:
             result["podTemplateRef"] = {"name": resolution.template_name}
+    for stale in ("podTemplateGeneration", "podTemplateRef"):
+        if stale not in result and stale in old:
+            result[stale] = None  # merge-patch: removed
     return result
 
 
@@ -129,7 +133,7 @@ class CapacityBufferController(ControllerBase):
         prefix = f"{resolution.namespace}/capacitybuffer-{resolution.name}-"
         missing = sum(1 for k in unbound if k.startswith(prefix))
         status = buffer_status(buffer, resolution, missing, now)
-        if status != _comparable(buffer.get("status")):
+        if {k: v for k, v in status.items() if v is not None} != _comparable(buffer.get("status")):
             try:
                 self._kube.patch_status(
                     CAPACITY_BUFFERS,

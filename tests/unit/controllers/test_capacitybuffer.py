@@ -386,3 +386,21 @@ def test_jointer_plan_plans_a_buffer_of_a_deployment(tmp_path: Path) -> None:
     planned = sorted(p for c in result.node_claims for p in c.pods)
     assert planned == [f"default/capacitybuffer-room-{i}" for i in range(4)]
     assert json.dumps(result.to_json())
+
+
+def test_a_buffer_whose_template_goes_away_stops_asking_and_says_why() -> None:
+    h = Harness()
+    h.create(NODE_POOLS, harness_nodepool())
+    h.create(POD_TEMPLATES, template())
+    h.create(CAPACITY_BUFFERS, buffer(podTemplateRef={"name": "chunk"}, replicas=1))
+    h.run(15)
+    assert _status(h)["podTemplateRef"] == {"name": "chunk"}
+    h.kube.delete(POD_TEMPLATES, "chunk", namespace="default")
+    h.run(35)
+    status = _status(h)
+    assert status["replicas"] == 0
+    assert "podTemplateRef" not in status
+    assert "podTemplateGeneration" not in status
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["ReadyForProvisioning"]["reason"] == "PodTemplateNotFound"
+    assert "Provisioning" not in conditions
