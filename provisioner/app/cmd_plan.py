@@ -7,6 +7,7 @@ input, with a message on standard error naming the file, the document and the fi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,16 @@ POD_GROUP_GROUPS: Final = frozenset(
         "llmaz.io",
     }
 )
+
+BUFFER_SOURCES: Final = frozenset(
+    {
+        ("v1", "PodTemplate"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "ReplicaSet"),
+        ("apps/v1", "StatefulSet"),
+    }
+)
+"""What CapacityBuffers (``autoscaling.x-k8s.io``) shape their chunks by."""
 
 
 class InputError(ValueError):
@@ -175,6 +186,9 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         role = CORE_KINDS.get((document.api_version, document.kind))
         group = document.api_version.split("/")[0] if "/" in document.api_version else ""
         if role is None:
+            if (document.api_version, document.kind) in BUFFER_SOURCES:
+                inputs.cluster.append(document.body)
+                continue
             if group in POD_GROUP_GROUPS:
                 inputs.raw_groups.append(document.body)
                 inputs.cluster.append(document.body)
@@ -242,7 +256,22 @@ def _decide(
         _catalog(catalog_path, region, None)
     log = build_logger(level="error", log_format="console", stream=stderr, name="plan")
     pools = resolve_pools(snapshot, lookup, log)
-    return decide(snapshot, pools, planner=config, region=region)
+    result = decide(snapshot, pools, planner=config, region=region)
+    return dataclasses.replace(result, static_node_claims=_static(snapshot, lookup, region))
+
+
+def _static(snapshot: Any, lookup: Any, region: str) -> tuple[Any, ...]:
+    """The NodeClaims the static NodePools of ``snapshot`` still need (``spec.replicas``)."""
+    from cloudprovider.errors import CloudProviderError  # noqa: PLC0415
+    from provisioner.controllers.provisioning.static import static_plan  # noqa: PLC0415
+
+    def types(nodepool: Any) -> Any:
+        try:
+            return lookup(nodepool)
+        except CloudProviderError:
+            return ()  # reported for the dynamic NodePools; a static one then gets none
+
+    return tuple(claim for claim, _ in static_plan(snapshot, types, region=region))
 
 
 def load_snapshot(documents: Sequence[Mapping[str, Any]], now: Any = None) -> Any:

@@ -34,11 +34,12 @@ FEATURE_GATE_DEFAULTS: Final[Mapping[str, bool]] = {
 
 UNSUPPORTED_GATE_VALUES: Final[Mapping[str, bool]] = {
     "NodeRepair": True,
-    "StaticCapacity": True,
-    "CapacityBuffer": True,
     "ReservedCapacity": False,
 }
-"""Gate values Jointer does not implement: rejected at start rather than ignored."""
+"""Gate values Jointer does not implement: rejected at start rather than ignored.
+
+``StaticCapacity`` and ``CapacityBuffer`` are accepted either way: Jointer keeps static
+NodePools and CapacityBuffers whenever they exist (the CapacityBuffer CRD is served)."""
 
 _DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS: Final = {

@@ -68,7 +68,7 @@ from provisioner.controllers.assembly import (
     assemble,
 )
 from provisioner.controllers.interruption import InterruptionSource
-from provisioner.controllers.manager import Manager
+from provisioner.controllers.manager import BUFFER_RESOURCES, Manager
 from provisioner.controllers.metrics import Metrics
 from provisioner.kube.errors import ForbiddenError, NotFoundError
 from provisioner.kube.informer import DEFAULT_WATCH_TIMEOUT
@@ -229,8 +229,13 @@ def served_resources(kube: KubeClient, candidates: Iterable[Resource]) -> list[R
 
 
 def optional_resources(*, node_overlays: bool = True) -> tuple[Resource, ...]:
-    """The CRDs watched only where installed: pod-group kinds, NodeOverlays (with the gate)."""
-    return (*POD_GROUP_RESOURCES, NODE_OVERLAYS) if node_overlays else POD_GROUP_RESOURCES
+    """The CRDs watched only where installed: pod groups, CapacityBuffers, NodeOverlays.
+
+    CapacityBuffers come with the PodTemplates and workloads their chunks are shaped by;
+    NodeOverlays only with their feature gate.
+    """
+    base = (*POD_GROUP_RESOURCES, *BUFFER_RESOURCES)
+    return (*base, NODE_OVERLAYS) if node_overlays else base
 
 
 class ResourceDiscovery:

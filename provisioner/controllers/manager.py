@@ -15,10 +15,10 @@ driver (the real worker pool or the simulation's discrete-event queue) runs it:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Final, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
@@ -28,6 +28,7 @@ from provisioner.apis.core import Pod
 from provisioner.apis.errors import ApiValidationError
 from provisioner.apis.labels import ANNOTATION_NODEPOOL_HASH_VERSION, LABEL_NODEPOOL
 from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION
+from provisioner.controllers.capacitybuffer.controller import CapacityBufferController
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.disruption.controllers import DisruptionControllers
 from provisioner.controllers.events import EventRecorder
@@ -47,9 +48,12 @@ from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
+from provisioner.controllers.static.controller import StaticCapacityController
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import (
+    CAPACITY_BUFFERS,
+    DEPLOYMENTS,
     EC2_NODE_CLASSES,
     JOBS,
     NODE_CLAIMS,
@@ -57,7 +61,10 @@ from provisioner.kube.resource import (
     NODE_POOLS,
     NODES,
     POD_GROUP_RESOURCES,
+    POD_TEMPLATES,
     PODS,
+    REPLICA_SETS,
+    STATEFUL_SETS,
     Resource,
 )
 from provisioner.podgroups import build_context, detect_group, provisionable_verdicts
@@ -65,7 +72,23 @@ from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Reconciler, Request
 from provisioner.state.cluster import ClusterState
 
-__all__ = ["ControllerSettings", "Manager", "Registration", "Watch", "WorkItem"]
+__all__ = [
+    "BUFFER_RESOURCES",
+    "ControllerSettings",
+    "Manager",
+    "Registration",
+    "Watch",
+    "WorkItem",
+]
+
+BUFFER_RESOURCES: Final = (
+    CAPACITY_BUFFERS,
+    POD_TEMPLATES,
+    DEPLOYMENTS,
+    REPLICA_SETS,
+    STATEFUL_SETS,
+)
+"""CapacityBuffers and what their chunks are shaped by (watched where served)."""
 
 
 class ControllerSettings(Protocol):
@@ -130,6 +153,11 @@ class Registration:
     reconciler: Reconciler
     watches: tuple[Watch, ...]
     initial: Callable[[], list[Request]]
+
+
+def _buffer_request(obj: Mapping[str, Any]) -> Request:
+    meta = obj.get("metadata") or {}
+    return Request(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")))
 
 
 def _name(event: WatchEvent) -> str:
@@ -222,6 +250,8 @@ class Manager:
         self.hashes = NodePoolHashController(ports=ports)
         self.overlays = NodeOverlayController(ports=ports)
         self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
+        self.buffers = CapacityBufferController(ports=ports, planner=planner)
+        self.static = StaticCapacityController(ports=ports, region=settings.aws_region)
         self.nodeclasses = (
             NodeClassController(ports=ports, lifecycle=nodeclasses, resource=EC2_NODE_CLASSES)
             if nodeclasses is not None
@@ -266,8 +296,14 @@ class Manager:
                     Watch(NODE_POOLS, m.any_change),
                     Watch(NODE_OVERLAYS, m.any_change),
                     *(Watch(r, m.group_trigger) for r in (*POD_GROUP_RESOURCES, JOBS)),
+                    Watch(CAPACITY_BUFFERS, m.any_change),
                 ),
                 m.singleton,
+            ),
+            Registration(
+                self.buffers,
+                tuple(Watch(r, m.buffers_of_namespace) for r in BUFFER_RESOURCES),
+                m.buffers,
             ),
             Registration(
                 self.lifecycle,
@@ -293,6 +329,11 @@ class Manager:
                 m.pools,
             ),
             Registration(self.overlays, (Watch(NODE_OVERLAYS, m.pool_by_name),), m.overlays),
+            Registration(
+                self.static,
+                (Watch(NODE_POOLS, m.pool_by_name), Watch(NODE_CLAIMS, m.pool_of_claim)),
+                m.pools,
+            ),
             Registration(self.garbage_collection, (), m.singleton),
             *(
                 (
@@ -331,6 +372,17 @@ class _Mappers:
 
     def overlays(self) -> list[Request]:
         return [Request(name=o.name) for o in self.state.overlays()]
+
+    def buffers(self) -> list[Request]:
+        objects, _ = self.state.group_objects()
+        return [_buffer_request(o) for o in objects if o.get("kind") == CAPACITY_BUFFERS.kind]
+
+    def buffers_of_namespace(self, event: WatchEvent) -> list[Request]:
+        """The buffer itself, or every buffer of the namespace a template or workload is in."""
+        if event.object.get("kind") == CAPACITY_BUFFERS.kind:
+            return [] if event.type == WatchEventType.DELETED else [_buffer_request(event.object)]
+        namespace = event.object.get("metadata", {}).get("namespace") or "default"
+        return [r for r in self.buffers() if r.namespace == namespace]
 
     @staticmethod
     def singleton() -> list[Request]:

@@ -73,6 +73,22 @@ MANIFESTS: Final[list[dict[str, Any]]] = [
                 "verbs": ["list", "watch"],
             },
             {
+                "apiGroups": ["autoscaling.x-k8s.io"],
+                "resources": ["capacitybuffers"],
+                "verbs": ["list", "watch"],
+            },
+            {
+                "apiGroups": ["autoscaling.x-k8s.io"],
+                "resources": ["capacitybuffers/status"],
+                "verbs": ["patch"],
+            },
+            {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": ["apps"],
+                "resources": ["deployments", "replicasets", "statefulsets"],
+                "verbs": ["list", "watch"],
+            },
+            {
                 "apiGroups": ["scheduling.run.ai"],
                 "resources": ["podgroups", "queues"],
                 "verbs": ["list", "watch"],

@@ -100,6 +100,15 @@ STATEFUL_SETS: Final = Resource(
     "apps", "v1", "statefulsets", "StatefulSet", namespaced=True, has_status=True
 )
 JOBS: Final = Resource("batch", "v1", "jobs", "Job", namespaced=True, has_status=True)
+POD_TEMPLATES: Final = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
+CAPACITY_BUFFERS: Final = Resource(
+    "autoscaling.x-k8s.io",
+    "v1beta1",
+    "capacitybuffers",
+    "CapacityBuffer",
+    namespaced=True,
+    has_status=True,
+)
 POD_DISRUPTION_BUDGETS: Final = Resource(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True, has_status=True
 )
@@ -161,6 +170,8 @@ ALL_RESOURCES: Final[tuple[Resource, ...]] = (
     DEPLOYMENTS,
     STATEFUL_SETS,
     JOBS,
+    POD_TEMPLATES,
+    CAPACITY_BUFFERS,
     POD_DISRUPTION_BUDGETS,
     PRIORITY_CLASSES,
     STORAGE_CLASSES,

@@ -3,7 +3,7 @@
 Built-in and Karpenter kinds come from :mod:`provisioner.kube.resource`; the pod-group kinds
 (KAI, Volcano, coscheduling, Kueue, the Workload API, LeaderWorkerSet, JobSet,
 ProvisioningRequest) and llmaz's OpenModel are served at whatever version a manifest names, as
-a cluster with those CRDs installed would.
+a cluster with those CRDs installed would; CapacityBuffers at ``autoscaling.x-k8s.io/v1beta1``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from provisioner.kube.resource import ALL_RESOURCES, Resource, resource_for
+from provisioner.state.cluster import BUFFER_KINDS
 
 __all__ = [
     "POD_GROUP_KINDS",
@@ -97,8 +98,11 @@ def resources_by_kind(kind: str, api_version: str | None = None) -> list[Resourc
 
 
 def pod_group_resources(seen: frozenset[Resource]) -> list[Resource]:
-    """The pod-group collections among ``seen`` (the ones objects were applied to)."""
+    """The pod-group and CapacityBuffer collections among ``seen`` (objects were applied to).
+
+    The controllers' cache lists neither itself: a (re)start is given their objects.
+    """
     return sorted(
-        (r for r in seen if (r.group, r.kind) in POD_GROUP_KINDS),
+        (r for r in seen if (r.group, r.kind) in POD_GROUP_KINDS or r.kind in BUFFER_KINDS),
         key=lambda r: (r.group, r.version, r.kind),
     )

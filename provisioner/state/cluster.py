@@ -53,6 +53,7 @@ from provisioner.kube.resource import (
 from provisioner.state.statenode import StateNode, join_state_nodes
 
 __all__ = [
+    "BUFFER_KINDS",
     "GROUP_KINDS",
     "NOMINATION_WINDOW",
     "TRACKED_RESOURCES",
@@ -90,6 +91,12 @@ GROUP_KINDS: Final = frozenset(
         "OpenModel",
     }
 )
+
+BUFFER_KINDS: Final = frozenset(
+    {"CapacityBuffer", "PodTemplate", "Deployment", "ReplicaSet", "StatefulSet"}
+)
+"""Kinds kept raw for CapacityBuffers (the buffers, and what their chunks are shaped by)."""
+_WORKLOAD_KINDS: Final = frozenset({"Deployment", "ReplicaSet", "StatefulSet"})
 
 OVERLAY_KIND: Final = "NodeOverlay"
 """Kinds of pod-group objects kept raw for ``provisioner.podgroups.build_context``."""
@@ -400,8 +407,8 @@ class ClusterState:
             ix.priority_classes[name] = int(obj.get("value") or 0)
         elif kind == OVERLAY_KIND:
             ix.overlays[name] = _overlay_entry(obj)
-        elif kind in GROUP_KINDS:
-            ix.groups[(str(obj.get("apiVersion") or ""), kind, namespace, name)] = obj
+        elif kind in GROUP_KINDS or kind in BUFFER_KINDS:
+            ix.groups[(str(obj.get("apiVersion") or ""), kind, namespace, name)] = _trimmed(obj)
 
     def _put_node(self, node: Node) -> None:
         ix = self._ix
@@ -463,7 +470,7 @@ class ClusterState:
             ix.priority_classes.pop(name, None)
         elif kind == OVERLAY_KIND:
             ix.overlays.pop(name, None)
-        elif kind in GROUP_KINDS:
+        elif kind in GROUP_KINDS or kind in BUFFER_KINDS:
             for group_key in [k for k in ix.groups if k[1:] == (kind, namespace, name)]:
                 del ix.groups[group_key]
 
@@ -612,6 +619,11 @@ class ClusterState:
         with self._lock:
             return tuple(self._ix.groups.values()), dict(self._ix.priority_classes)
 
+    def has_kind(self, kind: str) -> bool:
+        """Whether a raw object of ``kind`` (a pod-group or CapacityBuffer kind) is cached."""
+        with self._lock:
+            return any(key[1] == kind for key in self._ix.groups)
+
     def daemonsets(self) -> list[DaemonSet]:
         """Every DaemonSet."""
         with self._lock:
@@ -631,6 +643,20 @@ class ClusterState:
                 "groups": len(ix.groups),
                 "nominations": len(ix.nominations),
             }
+
+
+def _trimmed(obj: JsonObject) -> JsonObject:
+    """A workload as a CapacityBuffer reads it (its scale and pod template); others as they are."""
+    if obj.get("kind") not in _WORKLOAD_KINDS:
+        return obj
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in ("name", "namespace", "generation") if k in meta},
+        "spec": {k: spec[k] for k in ("replicas", "template") if k in spec},
+    }
 
 
 def _nodepool_entry(obj: JsonObject) -> NodePoolEntry:

@@ -22,6 +22,7 @@ from cloudprovider.aws.catalog import Catalog, catalog_to_wire
 from cloudprovider.instancetype import InstanceType
 from provisioner.app.cmd_plan import plan_files
 from provisioner.controllers.assembly import ControllerSet
+from provisioner.controllers.manager import BUFFER_RESOURCES
 from provisioner.controllers.provisioning.controller import PoolSet
 from provisioner.controllers.provisioning.plan import Plan
 from provisioner.kube.errors import NotFoundError
@@ -47,6 +48,7 @@ from provisioner.simulation.wiring import manager_factory
 from provisioner.state.cluster import Snapshot
 
 _RESOURCES: tuple[Resource, ...] = (
+    *BUFFER_RESOURCES,
     NODE_POOLS,
     EC2_NODE_CLASSES,
     NODE_OVERLAYS,

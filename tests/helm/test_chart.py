@@ -284,6 +284,13 @@ def test_cluster_role_grants(default) -> None:
         ("jobset.x-k8s.io", "jobsets"): watched,
         ("autoscaling.x-k8s.io", "provisioningrequests"): watched,
         ("llmaz.io", "openmodels"): watched,
+        # CapacityBuffers, and the PodTemplates and workloads that shape their chunks
+        ("autoscaling.x-k8s.io", "capacitybuffers"): watched,
+        ("autoscaling.x-k8s.io", "capacitybuffers/status"): {"patch"},
+        ("", "podtemplates"): watched,
+        ("apps", "deployments"): watched,
+        ("apps", "replicasets"): watched,
+        ("apps", "statefulsets"): watched,
     }
     assert _grants(_rules(default, "ClusterRole")) == expected
 

@@ -42,6 +42,8 @@ from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import CatalogCache
 from provisioner.controllers.disruption.validation import validate
 from provisioner.controllers.ports import ControllerBase, Ports
+from provisioner.controllers.provisioning.buffers import BUFFER_KIND
+from provisioner.controllers.provisioning.controller import bind_buffer_pods
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.runtime.reconciler import Request, Result
 
@@ -143,9 +145,10 @@ class DisruptionController(ControllerBase):
             if seen == idle_key and now - at < self._config.recheck_interval:
                 return Result.after(self._config.poll_interval)
         self._idle = None
-        facts = ClusterFacts.build(
-            self._state.snapshot(now), now, self._config.non_preemptible_priority_classes
-        )
+        snapshot = self._state.snapshot(now)
+        if self._state.has_kind(BUFFER_KIND):  # its virtual pods hold their room
+            snapshot, _ = bind_buffer_pods(snapshot, self._planner)
+        facts = ClusterFacts.build(snapshot, now, self._config.non_preemptible_priority_classes)
         self._strip_stale(facts, now)
         if self._queue.failures != self._failures:
             self._failures = self._queue.failures

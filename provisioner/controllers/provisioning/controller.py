@@ -20,7 +20,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from prometheus_client import Gauge
@@ -38,6 +38,7 @@ from provisioner.apis.nodepool import NODEPOOL_HASH_VERSION, NodePool, nodepool_
 from provisioner.controllers.events import failed_scheduling, nominated
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.batcher import Batcher
+from provisioner.controllers.provisioning.buffers import BUFFER_KIND, buffer_pods, resolve_all
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.flavors import (
     choose_flavors,
@@ -62,9 +63,10 @@ from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirement
 from provisioner.scheduling.resources import format_resource_list
-from provisioner.state.cluster import NOMINATION_WINDOW, Snapshot
+from provisioner.state.cluster import NOMINATION_WINDOW, Nomination, Snapshot
 
 __all__ = [
+    "BUFFER_REQUEUE",
     "NOT_SYNCED_REQUEUE",
     "POD_REQUEUE",
     "BatchObserver",
@@ -72,6 +74,7 @@ __all__ = [
     "PoolSet",
     "ProvisioningController",
     "ResolvedPools",
+    "bind_buffer_pods",
     "build_view",
     "decide",
     "is_provisionable",
@@ -79,12 +82,16 @@ __all__ = [
     "ready_nodepools",
     "resolve_pools",
     "unavailable_pools",
+    "with_buffer_pods",
 ]
 
 NAME: Final = "provisioner"
 POD_REQUEUE: Final = timedelta(seconds=10)
 """Karpenter's ``provisioner.trigger.pod`` requeue for pods still provisionable."""
 NOT_SYNCED_REQUEUE: Final = timedelta(seconds=1)
+BUFFER_REQUEUE: Final = timedelta(seconds=30)
+"""How often CapacityBuffers are looked at again (Karpenter re-evaluates them every 30 s)."""
+_BUFFER_BATCH: Final = "capacitybuffers"
 SHOWN_NAMES: Final = 5
 
 
@@ -267,7 +274,7 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
         PodError: for a pod or DaemonSet whose spec cannot be read.
     """
     view = build_view(
-        snapshot,
+        with_buffer_pods(snapshot),
         [template for _, template in pools.values()],
         region=region,
         ignore_preferences=planner.ignore_preferences,
@@ -275,6 +282,58 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
     )
     choice = choose_flavors(view, openmodels(snapshot.group_objects))
     return with_flavor_rejections(plan(choice.view, planner), choice)
+
+
+def with_buffer_pods(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` with the virtual pods of every CapacityBuffer, pending.
+
+    The planner places them with the real pods: into existing room first, else on new
+    NodeClaims (the buffer's room is bought).
+    """
+    virtual = buffer_pods(resolve_all(snapshot.group_objects))
+    if not virtual:
+        return snapshot
+    return dataclasses.replace(snapshot, pods={**snapshot.pods, **{p.key: p for p in virtual}})
+
+
+def bind_buffer_pods(snapshot: Snapshot, planner: PlannerConfig) -> tuple[Snapshot, list[str]]:
+    """``snapshot`` with the CapacityBuffers' virtual pods put into the room there is.
+
+    Each virtual pod that fits the free capacity of a node (or an in-flight NodeClaim) is
+    bound there (nominated, for a NodeClaim), first fit, before any pending real pod; the
+    keys of those that fit nowhere are returned. Disruption sees the bound ones as pods that
+    need room, so buffer room is never consolidated away.
+    """
+    virtual = buffer_pods(resolve_all(snapshot.group_objects))
+    if not virtual:
+        return snapshot, []
+    placed = {
+        k: p for k, p in snapshot.pods.items() if p.spec.node_name or k in snapshot.nominations
+    }
+    trial = dataclasses.replace(snapshot, pods={**placed, **{p.key: p for p in virtual}})
+    result = plan(build_view(trial, []), dataclasses.replace(planner, policy="greedy"))
+    pods = dict(snapshot.pods)
+    nominations = dict(snapshot.nominations)
+    unbound: list[str] = []
+    target = {key: p.name for p in result.existing_nodes for key in p.pods}
+    for pod in virtual:
+        state = snapshot.state_nodes.get(target.get(pod.key, ""))
+        if state is None:
+            unbound.append(pod.key)
+            continue
+        if state.name:
+            spec = pod.spec.model_copy(update={"node_name": state.name})
+            pods[pod.key] = pod.model_copy(update={"spec": spec})
+        elif state.claim is not None:
+            pods[pod.key] = pod
+            nominations[pod.key] = Nomination(
+                pod=pod.key,
+                pod_uid=pod.metadata.uid,
+                node_claim=state.claim.name,
+                until=datetime.max.replace(tzinfo=UTC),
+            )
+    bound = dataclasses.replace(snapshot, nominations=nominations)
+    return bound.with_changes(pods=pods), unbound
 
 
 def unavailable_pools(snapshot: Snapshot, pools: PoolSet) -> list[UnavailablePool]:
@@ -551,13 +610,28 @@ class ProvisioningController(ControllerBase):
             waiting = self._waiting_pods(now)
             for pod in waiting:
                 self.batcher.trigger(pod.metadata.uid or pod.key, now)
-            if not waiting:
-                return Result.done()
+            if not waiting and self._buffer_room_missing(now):
+                self.batcher.trigger(_BUFFER_BATCH, now)
+            elif not waiting:
+                return self._idle()
         if not self.batcher.ready(now):
             return Result.after(self.batcher.wait(now) or timedelta(0))
         self.batcher.close()
         remaining = self.schedule(now)
-        return Result.after(POD_REQUEUE) if remaining else Result.done()
+        return Result.after(POD_REQUEUE) if remaining else self._idle()
+
+    def _idle(self) -> Result:
+        """Done, or back in 30 s while there are CapacityBuffers to keep room for."""
+        if self._state.has_kind(BUFFER_KIND):
+            return Result.after(BUFFER_REQUEUE)
+        return Result.done()
+
+    def _buffer_room_missing(self, now: datetime) -> bool:
+        """Whether a CapacityBuffer's virtual pod fits no existing or in-flight capacity."""
+        if not self._state.has_kind(BUFFER_KIND):
+            return False
+        _, unbound = bind_buffer_pods(self._state.snapshot(now), self._planner)
+        return bool(unbound)
 
     def _waiting_pods(self, now: datetime) -> list[Pod]:
         nominations = self._state.nominations(now)
@@ -620,11 +694,13 @@ class ProvisioningController(ControllerBase):
             )
         self._nominate_existing(result, snapshot, now)
         failed = self._create_all(result, step, now)
+        real = 0
         for unschedulable in result.unschedulable:
             pod = snapshot.pods.get(unschedulable.pod)
-            if pod is not None:
+            if pod is not None:  # a CapacityBuffer's virtual pod is not in the snapshot
+                real += 1
                 self._events.publish(failed_scheduling(pod, unschedulable.reason))
-        return len(result.unschedulable) + failed
+        return real + failed
 
     def _queue_depth(self, snapshot: Snapshot) -> Gauge:
         """Set ``karpenter_scheduler_queue_depth`` to the batch's pods under a new scheduling id.

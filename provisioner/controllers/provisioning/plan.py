@@ -118,6 +118,8 @@ class Plan:
     ignored: tuple[IgnoredPod, ...] = ()
     lower_bound_per_hour: float = 0.0
     solver: SolverReport = field(default_factory=lambda: SolverReport("OPTIMAL", 0.0))
+    static_node_claims: tuple[NodeClaimPlan, ...] = ()
+    """NodeClaims that bring static NodePools up to ``spec.replicas`` (no pods; `jointer plan`)."""
 
     @property
     def cost_per_hour(self) -> float:
@@ -127,7 +129,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         """The plan document of plan.md."""
         cost = round(self.cost_per_hour, PRICE_DIGITS)
-        return {
+        document = {
             "apiVersion": API_VERSION,
             "kind": "Plan",
             "nodeClaims": [claim.to_json() for claim in self.node_claims],
@@ -138,6 +140,9 @@ class Plan:
             "lowerBoundPerHour": min(round(self.lower_bound_per_hour, PRICE_DIGITS), cost),
             "solver": self.solver.to_json(),
         }
+        if self.static_node_claims:
+            document["staticNodeClaims"] = [claim.to_json() for claim in self.static_node_claims]
+        return document
 
 
 def render_table(plan: Plan) -> str:
@@ -181,6 +186,12 @@ def render_table(plan: Plan) -> str:
     )
     lines.extend(f"unschedulable {pod.pod}: {pod.reason}" for pod in plan.unschedulable)
     lines.extend(f"ignored {pod.pod}: {pod.reason}" for pod in plan.ignored)
+    lines.extend(
+        f"static {claim.name}: NodePool {claim.node_pool}, {claim.instance_type} "
+        f"{claim.capacity_type} ${claim.price_per_hour:.4f}/hour"
+        f" (also {_also(claim.instance_types, claim.instance_type)})"
+        for claim in plan.static_node_claims
+    )
     return "\n".join(lines)
 
 

@@ -69,8 +69,6 @@ def test_feature_gates_default_to_karpenters():
     ("value", "message"),
     [
         ("NodeRepair=true", "NodeRepair=true is not supported"),
-        ("StaticCapacity=true", "StaticCapacity=true is not supported"),
-        ("CapacityBuffer=true", "CapacityBuffer=true is not supported"),
         ("ReservedCapacity=false", "ReservedCapacity=false is not supported"),
         ("Nodeoverlay=true", "unknown feature gate 'Nodeoverlay'"),
     ],
@@ -86,6 +84,14 @@ def test_karpenters_default_gates_are_accepted():
         "NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
     )
     assert Settings.from_environment({"FEATURE_GATES": value}).gates()["NodeRepair"] is False
+
+
+def test_the_static_capacity_and_capacity_buffer_gates_are_accepted_on():
+    gates = Settings.from_environment(
+        {"FEATURE_GATES": "StaticCapacity=true,CapacityBuffer=true"}
+    ).gates()
+    assert gates["StaticCapacity"] is True
+    assert gates["CapacityBuffer"] is True
 
 
 def test_policies_and_rate_limits():

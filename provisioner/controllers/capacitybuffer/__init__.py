@@ -1,0 +1,1 @@
+"""CapacityBuffer status."""
