@@ -142,13 +142,13 @@ def test_the_recorder_notes_requests_deletion_and_protection() -> None:
     timeline = Timeline()
     kube = InMemoryKube(clock=timeline.clock.now)
     recorder = Recorder(timeline=timeline, kube=kube)
-    for name, annotations in (("plain", {}), ("kept", {"karpenter.sh/do-not-disrupt": "true"})):
+    for name, notes in (("plain", {}), ("kept", {"karpenter.sh/do-not-disrupt": "true"})):
         kube.create(
             PODS,
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+                "metadata": {"name": name, "namespace": "default", "annotations": notes},
                 "spec": {
                     "containers": [
                         {"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "3Gi"}}}
