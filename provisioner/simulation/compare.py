@@ -210,7 +210,7 @@ def _check_report(report: Any, path: str | Path, at: str = "") -> Mapping[str, A
     """
     where = f"{path}: {at}"
     if not isinstance(report, dict):
-        raise ReportError(f"{where.rstrip('. ')}: must be a JSON object")
+        raise ReportError(f"{path}: {at.rstrip('.') or '(top level)'}: must be a JSON object")
     if report.get("apiVersion") != API_VERSION:
         raise ReportError(f"{where}apiVersion: must be {API_VERSION}")
     if report.get("kind") != KIND:
