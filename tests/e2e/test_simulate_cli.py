@@ -1,4 +1,4 @@
-"""`jointer simulate` on the command line: exit status, report file, summary, progress, --compare."""
+"""`jointer simulate` on the command line: exit status, report, summary, progress, --compare."""
 
 from __future__ import annotations
 
