@@ -273,6 +273,12 @@ def summary_table(report: Mapping[str, Any]) -> str:
             f"${report['cost']['perHourAverage']:.2f}/h average"
         ),
     ]
+    efficiency = summary.get("spendingEfficiency") or {}
+    if efficiency.get("perRequestedVCPUHour") is not None:
+        lines.append(
+            f"  efficiency     ${efficiency['perRequestedVCPUHour']:.4f} per requested vCPU-hour, "
+            f"${efficiency['perRequestedGiBHour']:.4f} per requested GiB-hour"
+        )
     if by_type:
         lines += [
             "",

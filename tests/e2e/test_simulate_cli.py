@@ -73,6 +73,12 @@ def test_a_run_writes_the_report_and_prints_the_summary(
     out = capsys.readouterr().out
     assert "scenario tiny  policy jointer  seed 4  virtual time 0h05m00s" in out
     assert "pods           1 created, 1 scheduled" in out
+    efficiency = report["summary"]["spendingEfficiency"]
+    assert (
+        f"  efficiency     ${efficiency['perRequestedVCPUHour']:.4f} per requested vCPU-hour, "
+        f"${efficiency['perRequestedGiBHour']:.4f} per requested GiB-hour"
+    ) in out
+    assert efficiency["requestedVCPUHours"] == round((300 - 41) / 3600, 6)  # 1 vCPU from 41 s
     assert "\r" not in out  # no progress line when standard output is not a terminal
 
 
