@@ -164,3 +164,30 @@ def test_the_recorder_notes_requests_deletion_and_protection() -> None:
     assert records["default/plain"].deleted_at == 90
     assert records["default/kept"].deleted_at is None
     assert (records["default/plain"].protected, records["default/kept"].protected) == (False, True)
+
+
+def test_an_eviction_of_a_protected_pod_is_marked_and_counted() -> None:
+    timeline = Timeline()
+    kube = InMemoryKube(clock=timeline.clock.now)
+    recorder = Recorder(timeline=timeline, kube=kube)
+    labels = {"kai.scheduler/preemptibility": "non-preemptible"}
+    bodies = []
+    for name, extra in (("etl", {"labels": labels}), ("web", {})):
+        bodies.append(
+            kube.create(
+                PODS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "default", **extra},
+                    "spec": {"containers": [{"name": "c"}], "nodeName": "node-a"},
+                },
+                namespace="default",
+            )
+        )
+    for body in bodies:
+        recorder.evicted(body)
+    assert [(e.pod, e.protected) for e in recorder.evictions] == [
+        ("default/etl", True),
+        ("default/web", False),
+    ]
