@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck imports unit bench clean
+.PHONY: demo test lint typecheck imports unit browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,12 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest
+
+# headless Chromium from Debian for the report's browser test (skips apt when it is installed)
+browser:
+	@bash scripts/install_chromium.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: the catalog, a dry-run plan, and a scenario replayed against the embedded cluster.
+# `make demo`: the catalog, a dry-run plan, a scenario replayed against the embedded cluster under
+# both policies, and the HTML report of the comparison (out/report.html).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -14,17 +15,13 @@ echo "== jointer plan -f examples/plan/mixed-web-batch.yaml =="
 "$BIN/jointer" plan -f examples/plan/mixed-web-batch.yaml -o table
 
 echo
-echo "== jointer simulate $SCENARIO (policy jointer, then greedy) =="
+echo "== jointer simulate $SCENARIO --compare greedy =="
 REPORT="$(mktemp -d)"
 trap 'rm -rf "$REPORT"' EXIT
-"$BIN/jointer" simulate "$SCENARIO" --report "$REPORT/jointer.json"
+"$BIN/jointer" simulate "$SCENARIO" --compare greedy --report "$REPORT/comparison.json"
+
 echo
-"$BIN/jointer" simulate "$SCENARIO" --policy greedy --quiet --report "$REPORT/greedy.json"
-"$BIN/python" - "$REPORT/jointer.json" "$REPORT/greedy.json" <<'EOF'
-import json, sys
-jointer, greedy = (json.load(open(path)) for path in sys.argv[1:])
-print(
-    f"cost over {jointer['durationSeconds'] / 3600:g} virtual hours: "
-    f"jointer ${jointer['cost']['total']:.2f}, greedy (Karpenter-style) ${greedy['cost']['total']:.2f}"
-)
-EOF
+echo "== jointer report (charts over virtual time, both policies) =="
+mkdir -p out
+"$BIN/jointer" report "$REPORT/comparison.json" -o out/report.html >/dev/null
+echo "wrote $(pwd)/out/report.html"

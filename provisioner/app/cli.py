@@ -25,6 +25,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "plan": ("provisioner.app.cmd_plan", "dry-run the provisioner over manifests"),
     "iam-policy": ("provisioner.app.cmd_iam", "print the IAM policies Jointer needs"),
     "simulate": ("provisioner.app.cmd_simulate", "replay a scenario against an embedded cluster"),
+    "report": ("provisioner.app.cmd_report", "draw simulation reports as one HTML page"),
     "run": ("provisioner.app.cmd_run", "run the controller in a cluster"),
 }
 

@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
@@ -89,11 +89,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="optimiser, or Karpenter-style first-fit-decreasing",
     )
     parser.add_argument("-o", "--output", choices=("json", "table"), default=None)
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (shown on a terminal for large inputs)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `jointer plan` and return its exit status."""
+    from provisioner.app.progress import PlanProgress, wanted  # noqa: PLC0415
+
     output = args.output or ("table" if sys.stdout.isatty() else "json")
+    progress = PlanProgress(sys.stderr) if wanted(sys.stderr, quiet=args.quiet) else None
     try:
         result = plan_files(
             args.files,
@@ -102,10 +110,14 @@ def run(args: argparse.Namespace) -> int:
             time_limit=args.time_limit,
             policy=args.policy,
             stderr=sys.stderr,
+            progress=progress,
         )
     except InputError as error:
         sys.stderr.write(f"jointer plan: error: {error}\n")
         return EXIT_INPUT
+    finally:
+        if progress is not None:
+            progress.finish()
     from provisioner.controllers.provisioning.plan import render_table  # noqa: PLC0415
 
     if output == "json":
@@ -135,11 +147,13 @@ def plan_files(
     stdin: TextIO | None = None,
     deterministic_time: float | None = None,
     random_seed: int = 0,
+    progress: Callable[[str, int], None] | None = None,
 ) -> Any:
     """Read the manifests and the catalog and plan; raise :class:`InputError` on bad input.
 
     ``time_limit`` None: the default 5 s, with the planner's adaptive budget; a number: that
-    budget, as asked.
+    budget, as asked. ``progress(stage, pods)`` hears of each stage
+    (`provisioner.app.progress.PlanProgress.STAGES`).
     """
     from provisioner.app.manifests import ManifestError, load_documents  # noqa: PLC0415
 
@@ -148,6 +162,13 @@ def plan_files(
     except ManifestError as error:
         raise InputError(str(error)) from error
     inputs = _classify(documents, stderr)
+    pods = len(inputs.objects.get("pods", []))
+
+    def stage(name: str) -> None:
+        if progress is not None:
+            progress(name, pods)
+
+    stage("building the cluster state")
     from provisioner.controllers.provisioning.planner import PlannerConfig  # noqa: PLC0415
     from provisioner.controllers.provisioning.podfacts import PodError  # noqa: PLC0415
 
@@ -160,9 +181,13 @@ def plan_files(
         deterministic_time=deterministic_time,
     )
     try:
-        return _decide(inputs, config, catalog_path=catalog_path, region=region, stderr=stderr)
+        result = _decide(
+            inputs, config, catalog_path=catalog_path, region=region, stderr=stderr, stage=stage
+        )
     except PodError as error:
         raise InputError(_located(str(error), inputs)) from error
+    stage("done")
+    return result
 
 
 def _located(message: str, inputs: _Inputs) -> str:
@@ -234,7 +259,13 @@ def _models() -> dict[str, Any]:
 
 
 def _decide(
-    inputs: _Inputs, config: Any, *, catalog_path: str | None, region: str, stderr: TextIO
+    inputs: _Inputs,
+    config: Any,
+    *,
+    catalog_path: str | None,
+    region: str,
+    stderr: TextIO,
+    stage: Callable[[str], None],
 ) -> Any:
     """Load the manifests into a cluster state and run the provisioner's batch decision."""
     from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
@@ -255,7 +286,9 @@ def _decide(
         # no NodePool needs it, but an unusable --catalog or --region is still bad input
         _catalog(catalog_path, region, None)
     log = build_logger(level="error", log_format="console", stream=stderr, name="plan")
+    stage("resolving NodePools")
     pools = resolve_pools(snapshot, lookup, log)
+    stage("planning")
     result = decide(snapshot, pools, planner=config, region=region)
     return dataclasses.replace(result, static_node_claims=_static(snapshot, lookup, region))
 

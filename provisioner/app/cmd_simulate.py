@@ -15,12 +15,14 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 EXIT_OK: Final = 0
 EXIT_INTERNAL: Final = 1
 EXIT_INPUT: Final = 2
 _PROGRESS_EVERY: Final = 60.0
+_PROGRESS_UPDATES: Final = 500
+"""At most this many progress updates per run (each one lists the pods and nodes)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,39 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="optimiser, or Karpenter-style first-fit-decreasing",
     )
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
-    parser.add_argument("--quiet", action="store_true", help="no progress and no summary table")
-
-
-def _clock(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 3600:d}h{whole % 3600 // 60:02d}m{whole % 60:02d}s"
-
-
-def progress_line(snapshot: Any) -> str:
-    """One progress line: virtual clock, pending pods, nodes by capacity type, cost so far."""
-    nodes = " ".join(f"{kind} {count}" for kind, count in snapshot.nodes.items()) or "none"
-    return (
-        f"[{_clock(snapshot.at)}] pending pods {snapshot.pending_pods:>4}  "
-        f"nodes {nodes}  cost ${snapshot.cost:,.2f}"
+    parser.add_argument(
+        "--compare",
+        choices=("jointer", "greedy"),
+        metavar="POLICY",
+        help="also run POLICY (jointer or greedy) and print both summaries side by side",
     )
-
-
-class _Progress:
-    """Rewrites one line on a terminal."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.used = False
-
-    def __call__(self, snapshot: Any) -> None:
-        self._stream.write("\r\x1b[K" + progress_line(snapshot))
-        self._stream.flush()
-        self.used = True
-
-    def finish(self) -> None:
-        if self.used:
-            self._stream.write("\n")
-            self._stream.flush()
+    parser.add_argument("--quiet", action="store_true", help="no progress and no summary table")
 
 
 def _logger() -> Any:
@@ -80,47 +56,75 @@ def _logger() -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run `jointer simulate` and return its exit status."""
+    from provisioner.simulation.compare import comparison, side_by_side  # noqa: PLC0415
     from provisioner.simulation.report import summary_table  # noqa: PLC0415
-    from provisioner.simulation.runner import RunOptions, Simulation  # noqa: PLC0415
     from provisioner.simulation.scenario import ScenarioError, load_scenario  # noqa: PLC0415
-    from provisioner.simulation.wiring import manager_factory  # noqa: PLC0415
 
     try:
         scenario = load_scenario(args.scenario)
     except ScenarioError as error:
         sys.stderr.write(f"jointer simulate: error: {error}\n")
         return EXIT_INPUT
-    progress = _Progress(sys.stdout) if sys.stdout.isatty() and not args.quiet else None
-    try:
-        logger = _logger()
-        options = RunOptions(
-            policy="greedy" if args.policy == "greedy" else "jointer",
-            seed=args.seed,
-            progress=progress,
-            progress_every=_PROGRESS_EVERY,
-            logger=logger,
+    if args.report and not Path(args.report).parent.is_dir():
+        sys.stderr.write(
+            f"jointer simulate: error: --report {args.report}: "
+            f"directory {Path(args.report).parent} does not exist\n"
         )
-        report = Simulation(scenario, factory=manager_factory, options=options).run()
-    except ScenarioError as error:
-        if progress is not None:
-            progress.finish()
-        sys.stderr.write(f"jointer simulate: error: {args.scenario}: {error}\n")
         return EXIT_INPUT
-    except Exception as error:  # noqa: BLE001 - exit status 1 is the contract for internal failures
-        if progress is not None:
-            progress.finish()
-        traceback.print_exc(file=sys.stderr)
-        sys.stderr.write(f"jointer simulate: internal error: {type(error).__name__}: {error}\n")
-        return EXIT_INTERNAL
-    if progress is not None:
-        progress.finish()
+    policies = [args.policy] + ([args.compare] if args.compare else [])
+    reports: list[dict[str, Any]] = []
+    for policy in policies:
+        outcome = _simulate(scenario, args, policy)
+        if isinstance(outcome, int):
+            return outcome
+        reports.append(outcome)
+    if len(reports) == 1:
+        document, text = reports[0], summary_table(reports[0])
+    else:
+        document = comparison(reports[0], reports[1])
+        text = side_by_side(reports[0], reports[1])
     if args.report:
         path = Path(args.report)
         try:
-            path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+            path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         except OSError as error:
-            sys.stderr.write(f"jointer simulate: error: cannot write {path}: {error}\n")
+            sys.stderr.write(f"jointer simulate: error: cannot write {path}: {error.strerror}\n")
             return EXIT_INTERNAL
     if not args.quiet:
-        sys.stdout.write(summary_table(report) + "\n")
+        sys.stdout.write(text + "\n")
     return EXIT_OK
+
+
+def _simulate(scenario: Any, args: argparse.Namespace, policy: str) -> dict[str, Any] | int:
+    """One run of ``scenario`` under ``policy``: its report, or the exit status of a failure."""
+    from provisioner.app.progress import SimulationProgress, wanted  # noqa: PLC0415
+    from provisioner.simulation.runner import RunOptions, Simulation  # noqa: PLC0415
+    from provisioner.simulation.scenario import ScenarioError  # noqa: PLC0415
+    from provisioner.simulation.wiring import manager_factory  # noqa: PLC0415
+
+    progress = (
+        SimulationProgress(
+            sys.stderr, label=f"{scenario.name} / {policy}", duration=scenario.duration
+        )
+        if wanted(sys.stderr, quiet=args.quiet)
+        else None
+    )
+    try:
+        options = RunOptions(
+            policy="greedy" if policy == "greedy" else "jointer",
+            seed=args.seed,
+            progress=progress,
+            progress_every=max(_PROGRESS_EVERY, scenario.duration / _PROGRESS_UPDATES),
+            logger=_logger(),
+        )
+        return Simulation(scenario, factory=manager_factory, options=options).run()
+    except ScenarioError as error:
+        sys.stderr.write(f"jointer simulate: error: {args.scenario}: {error}\n")
+        return EXIT_INPUT
+    except Exception as error:  # noqa: BLE001 - exit status 1 is the contract for internal failures
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.write(f"jointer simulate: internal error: {type(error).__name__}: {error}\n")
+        return EXIT_INTERNAL
+    finally:
+        if progress is not None:
+            progress.finish()

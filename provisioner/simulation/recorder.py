@@ -24,7 +24,9 @@ from provisioner.kube.forwarding import ForwardingKube
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import JsonObject, WatchEvent, WatchEventType
 from provisioner.kube.resource import EVENTS, NODE_CLAIMS, PODS, Resource
-from provisioner.podgroups import detect_group
+from provisioner.podgroups import detect_group, is_gpu_reservation_pod
+from provisioner.scheduling.quantity import MILLI
+from provisioner.scheduling.resources import requests_of
 from provisioner.simulation.objects import (
     condition,
     condition_true,
@@ -51,6 +53,8 @@ LAUNCH_FAILURE_REASONS: Final[Mapping[str, str]] = {
 }
 """NodeClaim Warning events of failed launches, and the deletion reason they imply."""
 SPOT_INTERRUPTED: Final = "SpotInterrupted"
+_GIB: Final = 1024**3
+_KAI_PREEMPTIBILITY: Final = "kai.scheduler/preemptibility"
 _EVICTED_PREFIX: Final = "Evicted pod: "
 
 
@@ -65,7 +69,14 @@ class PodRecord:
     scheduled_at: float | None = None
     node: str | None = None
     completed_at: float | None = None
+    deleted_at: float | None = None
     evictions: int = 0
+    cpu: float = 0.0
+    """Requested vCPUs (the effective request, as the scheduler counts it)."""
+    memory_gib: float = 0.0
+    """Requested memory in GiB."""
+    protected: bool = False
+    """``karpenter.sh/do-not-disrupt``, a non-preemptible label or a GPU reservation pod."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -97,6 +108,7 @@ class EvictionRecord:
     uid: str
     node: str | None
     reason: str
+    protected: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,9 +173,7 @@ class Recorder:
         uid = uid_of(obj)
         record = self.pods.get(uid)
         if record is None:
-            record = PodRecord(
-                name=pod_key(obj), uid=uid, pod_group=self._group(obj), created_at=self.now
-            )
+            record = self._new_pod(obj, uid)
             self.pods[uid] = record
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
         node = spec.get("nodeName")
@@ -171,15 +181,29 @@ class Recorder:
             record.scheduled_at, record.node = self.now, str(node)
         if status.get("phase") in {"Succeeded", "Failed"} and record.completed_at is None:
             record.completed_at = self.now
+        if event.type == WatchEventType.DELETED and record.deleted_at is None:
+            record.deleted_at = self.now
 
-    @staticmethod
-    def _group(obj: JsonObject) -> str | None:
+    def _new_pod(self, obj: JsonObject, uid: str) -> PodRecord:
+        record = PodRecord(name=pod_key(obj), uid=uid, pod_group=None, created_at=self.now)
         try:
             pod = parse_object(Pod, obj, kind="Pod")
         except ApiValidationError:
-            return None
+            return record
         ref = detect_group(pod)
-        return ref.key if ref is not None else None
+        record.pod_group = ref.key if ref is not None else None
+        try:
+            requests = requests_of(pod)
+        except ValueError:
+            requests = {}
+        record.cpu = requests.get("cpu", 0) / MILLI
+        record.memory_gib = requests.get("memory", 0) / MILLI / _GIB
+        record.protected = (
+            pod.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT, "").strip() == "true"
+            or pod.metadata.labels.get(_KAI_PREEMPTIBILITY) == "non-preemptible"
+            or is_gpu_reservation_pod(pod)
+        )
+        return record
 
     # -- NodeClaims --------------------------------------------------------------------------
 
@@ -267,7 +291,12 @@ class Recorder:
             eviction = self.evictions[index]
             if eviction.uid == uid:
                 self.evictions[index] = EvictionRecord(
-                    at=eviction.at, pod=eviction.pod, uid=uid, node=eviction.node, reason=reason
+                    at=eviction.at,
+                    pod=eviction.pod,
+                    uid=uid,
+                    node=eviction.node,
+                    reason=reason,
+                    protected=eviction.protected,
                 )
                 return
 
@@ -279,6 +308,7 @@ class Recorder:
         claim = self.claim_of_node(str(node)) if node else None
         if claim is not None:
             reason = claim.deletion_reason or reason
+        record = self.pods.get(uid)
         self.evictions.append(
             EvictionRecord(
                 at=self.now,
@@ -286,9 +316,9 @@ class Recorder:
                 uid=uid,
                 node=str(node) if node else None,
                 reason=reason,
+                protected=record is not None and record.protected,
             )
         )
-        record = self.pods.get(uid)
         if record is not None:
             record.evictions += 1
 

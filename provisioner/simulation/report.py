@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from provisioner.simulation.cloud import Launch, capacity_type_of
 from provisioner.simulation.recorder import Recorder
+from provisioner.simulation.series import gangs, partial_gangs, spending_efficiency, time_series
 
 __all__ = [
     "API_VERSION",
@@ -149,7 +150,7 @@ def build_report(
     ]
     events.extend(dict(e) for e in extra_events)
     events.sort(key=lambda e: float(e["at"]))
-    return {
+    report: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "scenario": scenario,
@@ -169,6 +170,9 @@ def build_report(
                 "node": p.node,
                 "completedAt": _t(p.completed_at),
                 "evictions": p.evictions,
+                "deletedAt": _t(p.deleted_at),
+                "requests": {"cpu": round(p.cpu, 3), "memoryGiB": round(p.memory_gib, 6)},
+                "protected": p.protected,
             }
             for p in pods
         ],
@@ -192,7 +196,13 @@ def build_report(
         ],
         "ec2Instances": ec2,
         "evictions": [
-            {"at": _t(e.at), "pod": e.pod, "node": e.node, "reason": e.reason}
+            {
+                "at": _t(e.at),
+                "pod": e.pod,
+                "node": e.node,
+                "reason": e.reason,
+                "protected": e.protected,
+            }
             for e in sorted(recorder.evictions, key=lambda e: (e.at, e.pod))
         ],
         "events": events,
@@ -209,6 +219,13 @@ def build_report(
             "disruptions": dict(sorted(disruptions.items())),
         },
     }
+    summary = report["summary"]
+    summary["spendingEfficiency"] = spending_efficiency(report)
+    summary["protectedPodEvictions"] = sum(1 for e in recorder.evictions if e.protected)
+    summary["partialGangs"] = partial_gangs(report)
+    report["gangs"] = gangs(report)
+    report["timeSeries"] = time_series(report)
+    return report
 
 
 def _clock(seconds: float) -> str:
@@ -256,6 +273,12 @@ def summary_table(report: Mapping[str, Any]) -> str:
             f"${report['cost']['perHourAverage']:.2f}/h average"
         ),
     ]
+    efficiency = summary.get("spendingEfficiency") or {}
+    if efficiency.get("perRequestedVCPUHour") is not None:
+        lines.append(
+            f"  efficiency     ${efficiency['perRequestedVCPUHour']:.4f} per requested vCPU-hour, "
+            f"${efficiency['perRequestedGiBHour']:.4f} per requested GiB-hour"
+        )
     if by_type:
         lines += [
             "",

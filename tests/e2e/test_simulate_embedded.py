@@ -57,6 +57,8 @@ REPORT_KEYS = [
     "events",
     "summary",
 ]
+EXTENSION_KEYS = ["gangs", "timeSeries"]
+"""Added after the spec's keys (docs/simulate.md): what the HTML report charts."""
 
 
 def scenario(*steps: dict[str, Any], duration: str = "10m") -> Any:
@@ -78,7 +80,7 @@ def scenario(*steps: dict[str, Any], duration: str = "10m") -> Any:
 
 def test_the_report_has_the_shape_of_the_spec() -> None:
     report, _ = run(scenario(), factory=stub_factory, seed=3)
-    assert list(report) == REPORT_KEYS
+    assert list(report) == REPORT_KEYS + EXTENSION_KEYS
     assert (report["apiVersion"], report["kind"]) == ("jointer.dev/v1alpha1", "SimulationReport")
     assert (report["scenario"], report["policy"], report["seed"], report["durationSeconds"]) == (
         "embedded",
@@ -94,6 +96,9 @@ def test_the_report_has_the_shape_of_the_spec() -> None:
         "node",
         "completedAt",
         "evictions",
+        "deletedAt",
+        "requests",
+        "protected",
     ]
     assert list(report["nodeClaims"][0]) == [
         "name",
@@ -126,6 +131,20 @@ def test_the_report_has_the_shape_of_the_spec() -> None:
         "nodeClaimsLaunched",
         "launchFailures",
         "disruptions",
+        "spendingEfficiency",
+        "protectedPodEvictions",
+        "partialGangs",
+    ]
+    assert list(report["timeSeries"]) == [
+        "stepSeconds",
+        "at",
+        "pendingPods",
+        "boundPods",
+        "nodes",
+        "costPerHour",
+        "cost",
+        "requestedVCPU",
+        "requestedMemoryGiB",
     ]
     json.dumps(report)  # plain JSON
 
