@@ -72,9 +72,8 @@ def test_a_fraction_needs_room_on_one_device_not_in_total() -> None:
     cluster.settle()
     cluster.kube.create(PODS, fraction_pod("c", "0.6"), namespace="default")
     cluster.settle()
-    assert sorted(cluster.bound()) == ["a", "b"] + sorted(
-        p["metadata"]["name"] for p in reservations(cluster)
-    )
+    held = sorted(p["metadata"]["name"] for p in reservations(cluster))
+    assert sorted(cluster.bound()) == ["a", "b", *held]
     assert group(cluster, "a") != group(cluster, "b")
     assert cluster.pod("c")["spec"].get("nodeName") is None  # 0.8 free in all, 0.4 per device
 
