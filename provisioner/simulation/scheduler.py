@@ -24,6 +24,13 @@ binds only to a GPU node with room on one device (per device it asks for); every
 fractions holds one ``kai-resource-reservation`` pod (``nvidia.com/gpu: 1``, do-not-disrupt),
 created when its first fraction binds and deleted when its last one is gone.
 
+**Preemption** (kube-scheduler's default, simplified): a pod that fits nowhere, whose
+``preemptionPolicy`` is not ``Never``, evicts lower-priority pods from the node where the fewest
+and lowest of them make room (a ``Preempted`` event on each victim, ``Preempted by pod <uid> on
+node <node>``) and binds there at once. Priorities come from ``spec.priority`` or the pod's
+PriorityClass (else the ``globalDefault`` one, else 0); pods of a gang and fractions do not preempt,
+GPU reservation pods are never victims. This is what keeps headroom placeholders working.
+
 A pod that cannot be bound gets ``PodScheduled=False, reason=Unschedulable`` (and, the first time, a
 ``FailedScheduling`` event); a bound pod gets a ``Scheduled`` event.
 """
@@ -130,11 +137,21 @@ class _Placement:
     groups: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    priority: int
+    requests: Mapping[str, int]
+    pod: JsonObject
+
+
 @dataclass(slots=True)
 class _Pass:
     nodes: list[_NodeRoom]
     by_name: dict[str, _NodeRoom]
     claims_to_nodes: dict[str, str] = field(default_factory=dict)
+    priorities: Mapping[str, int] = field(default_factory=dict)
+    default_priority: int = 0
+    bound: dict[str, list[_Bound]] = field(default_factory=dict)
 
 
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
@@ -174,9 +191,36 @@ def _facts(pod: Mapping[str, Any]) -> _PodFacts:
     )
 
 
-def _priority(pod: Mapping[str, Any]) -> int:
-    value = (pod.get("spec") or {}).get("priority")
-    return value if isinstance(value, int) else 0
+_BUILTIN_PRIORITIES: Final = {
+    "system-cluster-critical": 2_000_000_000,
+    "system-node-critical": 2_000_001_000,
+}
+
+
+def _priority(pod: Mapping[str, Any], classes: Mapping[str, int], default: int) -> int:
+    """The pod's priority: ``spec.priority``, else its PriorityClass's value, else the default."""
+    spec = pod.get("spec") or {}
+    value = spec.get("priority")
+    if isinstance(value, int):
+        return value
+    name = spec.get("priorityClassName")
+    if name:
+        return classes.get(str(name), _BUILTIN_PRIORITIES.get(str(name), 0))
+    return default
+
+
+def _priority_classes(objects: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], int]:
+    """PriorityClass values by name, and the ``globalDefault`` value (0 when none)."""
+    classes: dict[str, int] = {}
+    default = 0
+    for obj in objects:
+        value = obj.get("value")
+        if not isinstance(value, int):
+            continue
+        classes[name_of(obj)] = value
+        if obj.get("globalDefault") is True:
+            default = value
+    return classes, default
 
 
 class Scheduler:
@@ -245,6 +289,7 @@ class Scheduler:
         pods = self._kube.list(PODS).items
         if self._reconcile_reservations(pods):
             pods = self._kube.list(PODS).items
+        classes, default = _priority_classes(self._kube.list(PRIORITY_CLASSES).items)
         pending = sorted(
             (
                 p
@@ -255,7 +300,7 @@ class Scheduler:
                 and not (p.get("spec") or {}).get("schedulingGates")
             ),
             key=lambda p: (
-                -_priority(p),
+                -_priority(p, classes, default),
                 (p.get("metadata") or {}).get("creationTimestamp") or "",
                 pod_key(p),
             ),
@@ -263,6 +308,13 @@ class Scheduler:
         if not pending:
             return
         state = self._state(pods)
+        state.priorities, state.default_priority = classes, default
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and not is_terminal(pod) and not is_deleting(pod) and not is_reservation(pod):
+                state.bound.setdefault(str(node), []).append(
+                    _Bound(_priority(pod, classes, default), self._pod_facts(pod).requests, pod)
+                )
         groups: dict[tuple[Ecosystem, str, str], list[JsonObject]] = {}
         refs: dict[str, PodGroupRef] = {}
         for pod in pending:
@@ -485,11 +537,74 @@ class Scheduler:
         return f"0/{total} nodes are available: {detail}."
 
     def _schedule_one(self, pod: JsonObject, state: _Pass) -> None:
-        placement = self._place(pod, state)
+        placement = self._place(pod, state) or self._preempt(pod, state)
         if placement is None:
             self._unschedulable(pod, self._why_not(pod, state))
         else:
             self._bind(pod, placement)
+            state.bound.setdefault(placement.room.name, []).append(
+                _Bound(
+                    _priority(pod, state.priorities, state.default_priority),
+                    self._pod_facts(pod).requests,
+                    pod,
+                )
+            )
+
+    def _preempt(self, pod: JsonObject, state: _Pass) -> _Placement | None:
+        """Evict the fewest, lowest-priority pods of one node to make room for ``pod``."""
+        facts = self._pod_facts(pod)
+        spec = pod.get("spec") or {}
+        if facts.error is not None or facts.fractional or spec.get("preemptionPolicy") == "Never":
+            return None
+        mine = _priority(pod, state.priorities, state.default_priority)
+        best: tuple[tuple[int, int, str], _NodeRoom, list[_Bound]] | None = None
+        for room in self._candidates(pod, state):
+            lower = sorted(
+                (b for b in state.bound.get(room.name, []) if b.priority < mine),
+                key=lambda b: (b.priority, pod_key(b.pod)),
+            )
+            if not lower or not self._admits(facts, room):
+                continue
+            free, chosen = dict(room.free), []
+            for victim in lower:
+                if not exceeded(facts.requests, free):
+                    break
+                free = add(free, victim.requests)
+                chosen.append(victim)
+            if exceeded(facts.requests, free):
+                continue
+            key = (max(b.priority for b in chosen), len(chosen), room.name)
+            if best is None or key < best[0]:
+                best = (key, room, chosen)
+        if best is None:
+            return None
+        _, room, chosen = best
+        for victim in chosen:
+            self._kube.create_event(
+                victim.pod,
+                reason="Preempted",
+                message=f"Preempted by pod {uid_of(pod)} on node {room.name}",
+                component=SCHEDULER_NAME,
+            )
+            with contextlib.suppress(NotFoundError):
+                self._kube.delete(
+                    PODS,
+                    name_of(victim.pod),
+                    namespace=namespace_of(victim.pod),
+                    grace_period_seconds=0,
+                )
+            room.free = add(room.free, victim.requests)
+            state.bound[room.name].remove(victim)
+        room.free = subtract(room.free, facts.requests)
+        return _Placement(room)
+
+    def _admits(self, facts: _PodFacts, room: _NodeRoom) -> bool:
+        """Taints and node selection allow the pod on the node (resources aside)."""
+        return untolerated(
+            facts.tolerations, room.taints, _BLOCKING_EFFECTS
+        ) is None and node_selector_matches(
+            facts.node_selector, facts.affinity, room.labels, room.name
+        )
 
     def _schedule_group(
         self,
