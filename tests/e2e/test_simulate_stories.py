@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import structlog
 
+from provisioner.simulation.scenario import CapacityOutageStep, ScaleStep
 from tests.e2e.conftest import bundled, events, pods_of, run
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
@@ -159,8 +160,11 @@ def test_the_gpu_walkthrough_logs_and_records_what_karpenter_does() -> None:
 def test_spot_drought_falls_back_headroom_absorbs_peaks_and_nodes_are_recycled() -> None:
     scenario = bundled("spot-drought-and-headroom")
     report, _ = run(scenario)
-    outages = [s for s in scenario.steps if s.kind == "capacityOutage"]
-    dry_zones, everywhere = outages[0].action, outages[1].action  # type: ignore[union-attr]
+    outages = [s for s in scenario.steps if isinstance(s.action, CapacityOutageStep)]
+    dry_zones, everywhere = (
+        cast("CapacityOutageStep", outages[0].action),
+        cast("CapacityOutageStep", outages[1].action),
+    )
     launched = [c for c in report["nodeClaims"] if c["launchedAt"] is not None]
 
     # spot is never bought where it is dry; during the total drought capacity is on-demand
@@ -178,7 +182,9 @@ def test_spot_drought_falls_back_headroom_absorbs_peaks_and_nodes_are_recycled()
     # headroom: at every peak, at least the placeholders' worth of api replicas bind at once
     api = pods_of(report, "shop/api-")
     placeholders = 4
-    peaks = [s.at for s in scenario.steps if s.kind == "scale" and s.action.replicas == 12]  # type: ignore[union-attr]
+    peaks = [
+        s.at for s in scenario.steps if isinstance(s.action, ScaleStep) and s.action.replicas == 12
+    ]
     for at in peaks:
         new = [p for p in api if p["createdAt"] == at]
         assert len(new) == 8
