@@ -152,6 +152,7 @@ class _Pass:
     priorities: Mapping[str, int] = field(default_factory=dict)
     default_priority: int = 0
     bound: dict[str, list[_Bound]] = field(default_factory=dict)
+    may_preempt: bool = False
 
 
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
@@ -309,7 +310,13 @@ class Scheduler:
             return
         state = self._state(pods)
         state.priorities, state.default_priority = classes, default
-        for pod in pods:
+        # all priorities are 0 unless a PriorityClass or a pod says otherwise: nothing to preempt
+        state.may_preempt = bool(classes) or any(
+            (p.get("spec") or {}).get("priority") is not None
+            or (p.get("spec") or {}).get("priorityClassName")
+            for p in pods
+        )
+        for pod in pods if state.may_preempt else ():
             node = (pod.get("spec") or {}).get("nodeName")
             if node and not is_terminal(pod) and not is_deleting(pod) and not is_reservation(pod):
                 state.bound.setdefault(str(node), []).append(
@@ -542,6 +549,8 @@ class Scheduler:
             self._unschedulable(pod, self._why_not(pod, state))
         else:
             self._bind(pod, placement)
+            if not state.may_preempt:
+                return
             state.bound.setdefault(placement.room.name, []).append(
                 _Bound(
                     _priority(pod, state.priorities, state.default_priority),
@@ -554,7 +563,12 @@ class Scheduler:
         """Evict the fewest, lowest-priority pods of one node to make room for ``pod``."""
         facts = self._pod_facts(pod)
         spec = pod.get("spec") or {}
-        if facts.error is not None or facts.fractional or spec.get("preemptionPolicy") == "Never":
+        if (
+            not state.may_preempt
+            or facts.error is not None
+            or facts.fractional
+            or spec.get("preemptionPolicy") == "Never"
+        ):
             return None
         mine = _priority(pod, state.priorities, state.default_priority)
         best: tuple[tuple[int, int, str], _NodeRoom, list[_Bound]] | None = None
