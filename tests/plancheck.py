@@ -31,7 +31,13 @@ from cloudprovider.aws.catalog import Catalog
 from cloudprovider.instancetype import InstanceType
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod, Taint
-from provisioner.podgroups import build_context, detect_group, gpu_fraction_milli, group_info
+from provisioner.podgroups import (
+    build_context,
+    detect_group,
+    gpu_fraction_milli,
+    group_info,
+    is_gpu_reservation_pod,
+)
 from provisioner.podgroups.fractions import FractionError
 from provisioner.scheduling.affinity import NodeAffinity, NodeSelectorTerm
 from provisioner.scheduling.quantity import parse_quantity
@@ -426,6 +432,8 @@ def _whole_and_fractions(
     whole = 0
     fractions = []
     for pod in pods:
+        if is_gpu_reservation_pod(pod.model):
+            continue  # it holds a device the fractions bound there are packed onto
         whole += pod.requests.get(GPU, 0)
         fraction = _fraction_on(pod, device_memory)
         if fraction is not None:

@@ -19,12 +19,26 @@ minimum are placed together or not at all; they are bound only if the members al
 plus those that fit reach the minimum. **KAI queues**: a KAI group whose PodGroup reports a
 quota condition, or whose queue chain has no room for its GPUs, is not bound (what KAI does).
 
+**KAI GPU sharing** (:mod:`provisioner.simulation.gpushare`): a ``gpu-fraction``/``gpu-memory`` pod
+binds only to a GPU node with room on one device (per device it asks for); every device hosting
+fractions holds one ``kai-resource-reservation`` pod (``nvidia.com/gpu: 1``, do-not-disrupt),
+created when its first fraction binds and deleted when its last one is gone.
+
+**Preemption** (kube-scheduler's default, simplified): a pod that fits nowhere, whose
+``preemptionPolicy`` is not ``Never``, evicts lower-priority pods from the node where the fewest
+and lowest of them make room (a ``Preempted`` event on each victim, ``Preempted by pod <uid> on
+node <node>``) and binds there at once. Priorities come from ``spec.priority`` or the pod's
+PriorityClass (else the ``globalDefault`` one, else 0); pods of a gang and fractions do not preempt,
+GPU reservation pods are never victims. This is what keeps headroom placeholders working.
+
 A pod that cannot be bound gets ``PodScheduled=False, reason=Unschedulable`` (and, the first time, a
 ``FailedScheduling`` event); a bound pod gets a ``Scheduled`` event.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -32,7 +46,7 @@ from typing import Any, Final
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod, Taint, is_terminal
 from provisioner.apis.errors import ApiValidationError
-from provisioner.kube.errors import ConflictError, NotFoundError
+from provisioner.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import JsonObject, WatchEvent, WatchEventType
 from provisioner.kube.resource import EVENTS, NODE_CLAIMS, NODES, PODS, PRIORITY_CLASSES, Resource
@@ -45,6 +59,7 @@ from provisioner.podgroups import (
     kai,
 )
 from provisioner.podgroups.context import ProvisioningContext
+from provisioner.podgroups.fractions import WHOLE_GPU_MILLI, FractionError
 from provisioner.podgroups.keys import NVIDIA_GPU
 from provisioner.scheduling.affinity import AffinityError, NodeAffinity, node_selector_matches
 from provisioner.scheduling.quantity import QuantityError, parse_quantity
@@ -62,6 +77,19 @@ from provisioner.scheduling.taints import (
     Toleration,
     parse_taint,
     untolerated,
+)
+from provisioner.simulation.gpushare import (
+    RECEIVED_RESOURCE_TYPE,
+    RESERVATION_NAMESPACE,
+    RESERVE_FOR_GPU_INDEX,
+    Devices,
+    asks_for_fraction,
+    device_groups,
+    fraction_on,
+    group_labels,
+    is_reservation,
+    reservation_body,
+    share_of,
 )
 from provisioner.simulation.objects import (
     condition,
@@ -91,6 +119,7 @@ class _PodFacts:
     node_selector: Mapping[str, str]
     affinity: NodeAffinity | None
     error: str | None = None
+    fractional: bool = False
 
 
 @dataclass(slots=True)
@@ -99,6 +128,20 @@ class _NodeRoom:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     free: dict[str, int]
+    devices: Devices
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    room: _NodeRoom
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    priority: int
+    requests: Mapping[str, int]
+    pod: JsonObject
 
 
 @dataclass(slots=True)
@@ -106,6 +149,10 @@ class _Pass:
     nodes: list[_NodeRoom]
     by_name: dict[str, _NodeRoom]
     claims_to_nodes: dict[str, str] = field(default_factory=dict)
+    priorities: Mapping[str, int] = field(default_factory=dict)
+    default_priority: int = 0
+    bound: dict[str, list[_Bound]] = field(default_factory=dict)
+    may_preempt: bool = False
 
 
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
@@ -136,12 +183,45 @@ def _facts(pod: Mapping[str, Any]) -> _PodFacts:
         affinity = NodeAffinity.from_dict(raw_affinity) if raw_affinity else None
     except (ResourceListError, TaintError, AffinityError) as error:
         return _PodFacts({}, (), {}, None, error=str(error))
-    return _PodFacts(requests, tolerations, dict(spec.get("nodeSelector") or {}), affinity)
+    return _PodFacts(
+        requests,
+        tolerations,
+        dict(spec.get("nodeSelector") or {}),
+        affinity,
+        fractional=asks_for_fraction(pod) and not requests.get(NVIDIA_GPU),
+    )
 
 
-def _priority(pod: Mapping[str, Any]) -> int:
-    value = (pod.get("spec") or {}).get("priority")
-    return value if isinstance(value, int) else 0
+_BUILTIN_PRIORITIES: Final = {
+    "system-cluster-critical": 2_000_000_000,
+    "system-node-critical": 2_000_001_000,
+}
+
+
+def _priority(pod: Mapping[str, Any], classes: Mapping[str, int], default: int) -> int:
+    """The pod's priority: ``spec.priority``, else its PriorityClass's value, else the default."""
+    spec = pod.get("spec") or {}
+    value = spec.get("priority")
+    if isinstance(value, int):
+        return value
+    name = spec.get("priorityClassName")
+    if name:
+        return classes.get(str(name), _BUILTIN_PRIORITIES.get(str(name), 0))
+    return default
+
+
+def _priority_classes(objects: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], int]:
+    """PriorityClass values by name, and the ``globalDefault`` value (0 when none)."""
+    classes: dict[str, int] = {}
+    default = 0
+    for obj in objects:
+        value = obj.get("value")
+        if not isinstance(value, int):
+            continue
+        classes[name_of(obj)] = value
+        if obj.get("globalDefault") is True:
+            default = value
+    return classes, default
 
 
 class Scheduler:
@@ -167,6 +247,7 @@ class Scheduler:
         self._models: dict[str, Pod | None] = {}
         self._nominated: dict[str, str] = {}
         self._reported: set[str] = set()
+        self._shared_bound = False
         self.passes = 0
         self.binds = 0
 
@@ -207,6 +288,9 @@ class Scheduler:
         """Bind every pending pod that fits; mark the others Unschedulable."""
         self.passes += 1
         pods = self._kube.list(PODS).items
+        if self._reconcile_reservations(pods):
+            pods = self._kube.list(PODS).items
+        classes, default = _priority_classes(self._kube.list(PRIORITY_CLASSES).items)
         pending = sorted(
             (
                 p
@@ -217,7 +301,7 @@ class Scheduler:
                 and not (p.get("spec") or {}).get("schedulingGates")
             ),
             key=lambda p: (
-                -_priority(p),
+                -_priority(p, classes, default),
                 (p.get("metadata") or {}).get("creationTimestamp") or "",
                 pod_key(p),
             ),
@@ -225,6 +309,19 @@ class Scheduler:
         if not pending:
             return
         state = self._state(pods)
+        state.priorities, state.default_priority = classes, default
+        # all priorities are 0 unless a PriorityClass or a pod says otherwise: nothing to preempt
+        state.may_preempt = bool(classes) or any(
+            (p.get("spec") or {}).get("priority") is not None
+            or (p.get("spec") or {}).get("priorityClassName")
+            for p in pods
+        )
+        for pod in pods if state.may_preempt else ():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and not is_terminal(pod) and not is_deleting(pod) and not is_reservation(pod):
+                state.bound.setdefault(str(node), []).append(
+                    _Bound(_priority(pod, classes, default), self._pod_facts(pod).requests, pod)
+                )
         groups: dict[tuple[Ecosystem, str, str], list[JsonObject]] = {}
         refs: dict[str, PodGroupRef] = {}
         for pod in pending:
@@ -241,13 +338,19 @@ class Scheduler:
             elif ref.group_id not in done and context is not None:
                 done.add(ref.group_id)
                 self._schedule_group(ref, groups[ref.group_id], pods, context, state)
+        if self._shared_bound:
+            self._shared_bound = False
+            self._reconcile_reservations(self._kube.list(PODS).items)
 
     def _state(self, pods: Sequence[JsonObject]) -> _Pass:
         used: dict[str, dict[str, int]] = {}
+        on_node: dict[str, list[JsonObject]] = {}
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node and not is_terminal(pod):
                 used[node] = add(used.get(node, {}), self._pod_facts(pod).requests)
+                if is_reservation(pod) or self._pod_facts(pod).fractional:
+                    on_node.setdefault(str(node), []).append(pod)
         rooms = []
         for node in self._kube.list(NODES).items:
             spec = node.get("spec") or {}
@@ -263,12 +366,15 @@ class Scheduler:
                 continue
             allocatable = _resources((node.get("status") or {}).get("allocatable"))
             name = name_of(node)
+            labels = dict((node.get("metadata") or {}).get("labels") or {})
+            free = subtract(allocatable, used.get(name, {}))
             rooms.append(
                 _NodeRoom(
                     name=name,
-                    labels=dict((node.get("metadata") or {}).get("labels") or {}),
+                    labels=labels,
                     taints=taints,
-                    free=subtract(allocatable, used.get(name, {})),
+                    free=free,
+                    devices=self._devices(name, labels, free, on_node.get(name, [])),
                 )
             )
         state = _Pass(nodes=rooms, by_name={r.name: r for r in rooms})
@@ -278,6 +384,67 @@ class Scheduler:
                 if node_name:
                     state.claims_to_nodes[name_of(claim)] = str(node_name)
         return state
+
+    def _devices(
+        self,
+        node: str,
+        labels: Mapping[str, str],
+        free: Mapping[str, int],
+        pods: Sequence[JsonObject],
+    ) -> Devices:
+        """The node's shared devices: reservation pods name them, fractions fill them."""
+        devices = Devices(node, max(free.get(NVIDIA_GPU, 0) // WHOLE_GPU_MILLI, 0))
+        for pod in pods:
+            if is_reservation(pod):
+                for group in device_groups(pod):
+                    devices.used.setdefault(group, 0)
+        for pod in pods:
+            if not is_reservation(pod):
+                share = share_of(self._model(pod), labels)
+                for group in device_groups(pod):
+                    devices.used[group] = devices.used.get(group, 0) + share
+        return devices
+
+    def _reconcile_reservations(self, pods: Sequence[JsonObject]) -> bool:
+        """Create the reservation pod of each device with fractions; delete those without.
+
+        Returns whether anything changed.
+        """
+        fractions: set[tuple[str, str]] = set()
+        reservations: dict[tuple[str, str], JsonObject] = {}
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or is_terminal(pod) or is_deleting(pod):
+                continue
+            for group in device_groups(pod):
+                if is_reservation(pod):
+                    reservations[(str(node), group)] = pod
+                else:
+                    fractions.add((str(node), group))
+        changed = False
+        for (node, group), pod in sorted(reservations.items()):
+            if (node, group) not in fractions:
+                with contextlib.suppress(NotFoundError):
+                    self._kube.delete(
+                        PODS, name_of(pod), namespace=namespace_of(pod), grace_period_seconds=0
+                    )
+                changed = True
+        taken: dict[str, set[int]] = {}
+        for (node, _), pod in reservations.items():
+            index = ((pod.get("metadata") or {}).get("annotations") or {}).get(
+                RESERVE_FOR_GPU_INDEX, ""
+            )
+            if index.isdigit():
+                taken.setdefault(node, set()).add(int(index))
+        for node, group in sorted(fractions - set(reservations)):
+            index = next(i for i in itertools.count() if i not in taken.setdefault(node, set()))
+            taken[node].add(index)
+            with contextlib.suppress(AlreadyExistsError, NotFoundError):
+                self._kube.create(
+                    PODS, reservation_body(node, group, index), namespace=RESERVATION_NAMESPACE
+                )
+            changed = True
+        return changed
 
     def _pod_facts(self, pod: Mapping[str, Any]) -> _PodFacts:
         uid = uid_of(pod)
@@ -315,10 +482,11 @@ class Scheduler:
         rest = [room for room in state.nodes if room is not first]
         return [first, *rest] if first is not None else rest
 
-    def _place(self, pod: Mapping[str, Any], state: _Pass) -> _NodeRoom | None:
+    def _place(self, pod: Mapping[str, Any], state: _Pass) -> _Placement | None:
         facts = self._pod_facts(pod)
         if facts.error is not None:
             return None
+        model = self._model(pod) if facts.fractional else None
         for room in self._candidates(pod, state):
             if untolerated(facts.tolerations, room.taints, _BLOCKING_EFFECTS) is not None:
                 continue
@@ -328,8 +496,23 @@ class Scheduler:
                 continue
             if exceeded(facts.requests, room.free):
                 continue
+            groups: list[str] = []
+            if model is not None:
+                try:
+                    fraction = fraction_on(model, room.labels)
+                except FractionError:
+                    continue  # asks for more memory than this node's devices have
+                if fraction is None:
+                    continue
+                before = room.devices.whole_free
+                taken = room.devices.take(*fraction, seed=uid_of(pod))
+                if taken is None:
+                    continue
+                groups = taken
+                fresh = before - room.devices.whole_free
+                room.free = subtract(room.free, {NVIDIA_GPU: fresh * WHOLE_GPU_MILLI})
             room.free = subtract(room.free, facts.requests)
-            return room
+            return _Placement(room, tuple(groups))
         return None
 
     def _why_not(self, pod: Mapping[str, Any], state: _Pass) -> str:
@@ -361,11 +544,81 @@ class Scheduler:
         return f"0/{total} nodes are available: {detail}."
 
     def _schedule_one(self, pod: JsonObject, state: _Pass) -> None:
-        room = self._place(pod, state)
-        if room is None:
+        placement = self._place(pod, state) or self._preempt(pod, state)
+        if placement is None:
             self._unschedulable(pod, self._why_not(pod, state))
         else:
-            self._bind(pod, room.name)
+            self._bind(pod, placement)
+            if not state.may_preempt:
+                return
+            state.bound.setdefault(placement.room.name, []).append(
+                _Bound(
+                    _priority(pod, state.priorities, state.default_priority),
+                    self._pod_facts(pod).requests,
+                    pod,
+                )
+            )
+
+    def _preempt(self, pod: JsonObject, state: _Pass) -> _Placement | None:
+        """Evict the fewest, lowest-priority pods of one node to make room for ``pod``."""
+        facts = self._pod_facts(pod)
+        spec = pod.get("spec") or {}
+        if (
+            not state.may_preempt
+            or facts.error is not None
+            or facts.fractional
+            or spec.get("preemptionPolicy") == "Never"
+        ):
+            return None
+        mine = _priority(pod, state.priorities, state.default_priority)
+        best: tuple[tuple[int, int, str], _NodeRoom, list[_Bound]] | None = None
+        for room in self._candidates(pod, state):
+            lower = sorted(
+                (b for b in state.bound.get(room.name, []) if b.priority < mine),
+                key=lambda b: (b.priority, pod_key(b.pod)),
+            )
+            if not lower or not self._admits(facts, room):
+                continue
+            free, chosen = dict(room.free), []
+            for victim in lower:
+                if not exceeded(facts.requests, free):
+                    break
+                free = add(free, victim.requests)
+                chosen.append(victim)
+            if exceeded(facts.requests, free):
+                continue
+            key = (max(b.priority for b in chosen), len(chosen), room.name)
+            if best is None or key < best[0]:
+                best = (key, room, chosen)
+        if best is None:
+            return None
+        _, room, chosen = best
+        for victim in chosen:
+            self._kube.create_event(
+                victim.pod,
+                reason="Preempted",
+                message=f"Preempted by pod {uid_of(pod)} on node {room.name}",
+                component=SCHEDULER_NAME,
+            )
+            with contextlib.suppress(NotFoundError):
+                self._kube.delete(
+                    PODS,
+                    name_of(victim.pod),
+                    namespace=namespace_of(victim.pod),
+                    grace_period_seconds=0,
+                )
+            room.free = add(room.free, victim.requests)
+            state.bound[room.name].remove(victim)
+        room.free = subtract(room.free, facts.requests)
+        return _Placement(room)
+
+    def _admits(self, facts: _PodFacts, room: _NodeRoom) -> bool:
+        """Taints and node selection allow the pod on the node (resources aside)."""
+        return untolerated(
+            facts.tolerations, room.taints, _BLOCKING_EFFECTS
+        ) is None and node_selector_matches(
+            facts.node_selector, facts.affinity, room.labels, room.name
+        )
 
     def _schedule_group(
         self,
@@ -393,11 +646,11 @@ class Scheduler:
             and not is_terminal(p)
             and pod_key(p) in set(info.members)
         )
-        saved = {room.name: dict(room.free) for room in state.nodes}
-        placed = [(pod, room.name) for pod in pending if (room := self._place(pod, state))]
+        saved = {room.name: (dict(room.free), room.devices.copy()) for room in state.nodes}
+        placed = [(pod, where) for pod in pending if (where := self._place(pod, state))]
         if bound + len(placed) < minimum:
             for room in state.nodes:
-                room.free = saved[room.name]
+                room.free, room.devices = saved[room.name]
             message = (
                 f"pod group {ref.key}: {bound + len(placed)} of the {minimum} members it needs "
                 "can be placed; waiting for the whole gang"
@@ -405,8 +658,8 @@ class Scheduler:
             for pod in pending:
                 self._unschedulable(pod, message)
             return
-        for pod, node in placed:
-            self._bind(pod, node)
+        for pod, placement in placed:
+            self._bind(pod, placement)
         placed_keys = {pod_key(p) for p, _ in placed}
         for pod in pending:
             if pod_key(pod) not in placed_keys:
@@ -447,12 +700,26 @@ class Scheduler:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _bind(self, pod: JsonObject, node: str) -> None:
-        namespace, name = namespace_of(pod), name_of(pod)
+    def _bind(self, pod: JsonObject, placement: _Placement) -> None:
+        namespace, name, node = namespace_of(pod), name_of(pod), placement.room.name
         try:
+            if placement.groups:
+                # KAI labels a fraction with its device before binding it
+                self._kube.merge_patch(
+                    PODS,
+                    name,
+                    {
+                        "metadata": {
+                            "labels": group_labels(placement.groups),
+                            "annotations": {RECEIVED_RESOURCE_TYPE: "Fraction"},
+                        }
+                    },
+                    namespace=namespace,
+                )
             bound = self._kube.bind(namespace, name, node)
         except (NotFoundError, ConflictError):
             return
+        self._shared_bound = self._shared_bound or bool(placement.groups)
         self.binds += 1
         self._kube.create_event(
             bound,

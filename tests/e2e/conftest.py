@@ -24,8 +24,7 @@ from provisioner.simulation.wiring import manager_factory
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 TEST_FAMILIES = frozenset(
-    {"c6a", "c6i", "c7i", "m6a", "m6i", "m7i", "r6a", "r6i", "r7i", "g5", "g6", "g6e"}
-    | {"g5g", "g4dn"}  # llmaz-flavors
+    {"c6a", "c6i", "c7i", "m6a", "m6i", "m7i", "r6a", "r6i", "r7i", "g4dn", "g5", "g5g", "g6", "g6e"}
 )
 """The families the bundled scenarios' NodePools pick from (amd64 c/m/r and NVIDIA g)."""
 _CATALOG: dict[str, Path] = {}

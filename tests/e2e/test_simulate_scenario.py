@@ -47,6 +47,7 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "adopt-from-karpenter",
         "controller-restart",
         "deployment-0-to-200",
+        "gpu-inference-walkthrough",
         "headroom",
         "kai-gang-8-gpus",
         "kai-over-quota",
@@ -54,6 +55,8 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "malformed-nodepool",
         "missing-nodeclass",
         "protected-workloads",
+        "runai-friction",
+        "spot-drought-and-headroom",
         "spot-outage",
         "weighted-pools",
     ]

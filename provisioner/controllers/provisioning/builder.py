@@ -48,6 +48,7 @@ from provisioner.podgroups import (
     gpu_fraction_milli,
     gpu_memory_mib,
     group_info,
+    is_gpu_reservation_pod,
     provisionable_verdicts,
     scaling_pod_original,
 )
@@ -520,7 +521,9 @@ def _node_bin(
             used[name] = used.get(name, 0) + amount
     remaining = {name: max(amount, 0) for name, amount in subtract(allocatable, used).items()}
     shared = _shared_devices(pods)
-    whole_free = max(remaining.get(GPU, 0) // 1000 - len(shared), 0)
+    # a shared device whose KAI reservation pod is bound was already subtracted (gpu: 1)
+    reserved = sum(1 for pod in pods if is_gpu_reservation_pod(pod))
+    whole_free = max(remaining.get(GPU, 0) // 1000 - max(len(shared) - reserved, 0), 0)
     remaining[GPU] = whole_free * 1000
     devices = allocatable.get(GPU, 0) // 1000
     partial = sorted((GPU_MILLI - use for use in shared if use < GPU_MILLI), reverse=True)

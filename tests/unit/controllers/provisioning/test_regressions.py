@@ -286,3 +286,41 @@ def test_gpu_memory_pods_take_their_share_of_a_device_by_its_memory(
     assert run.claim_of("ml/large-0")["instanceType"].startswith("g5.")
     if policy == "jointer":  # cheapest: the small pods share one 16 GiB device
         assert run.claim_of("ml/small-0")["instanceType"] == "g4dn.xlarge"
+
+
+def test_a_reservation_pod_and_its_shared_device_count_as_one_gpu(tmp_path: Path) -> None:
+    """Bug: a device hosting fractions was subtracted twice, once through its KAI reservation
+    pod's ``nvidia.com/gpu: 1`` and once as a shared device, hiding a whole free GPU."""
+    from tests.unit.controllers.provisioning.scenario import node  # noqa: PLC0415
+
+    fraction = _fraction_pod("nb", fraction="0.5")
+    fraction["spec"]["nodeName"] = "n-gpu"
+    fraction["status"] = {"phase": "Running"}
+    fraction["metadata"]["labels"] = {"runai-gpu-group": "group-0"}
+    reservation = pod("gpu-reservation-n-gpu-abcde", namespace="kai-resource-reservation")
+    reservation["metadata"]["labels"] = {
+        "app": "kai-resource-reservation",
+        "runai-gpu-group": "group-0",
+    }
+    reservation["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    reservation["spec"]["nodeName"] = "n-gpu"
+    reservation["spec"]["containers"][0]["resources"] = {
+        "requests": {"nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    }
+    reservation["status"] = {"phase": "Running"}
+    whole = []
+    for i in range(3):
+        manifest = pod(f"train-{i}", namespace="ml", tolerations=[tolerate("nvidia.com/gpu")])
+        manifest["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+        whole.append(manifest)
+    objects = [
+        GPU_POOL,
+        node("n-gpu", pool="gpu", cpu="48", memory="192Gi", gpu="4", instance_type="g5.12xlarge"),
+        fraction,
+        reservation,
+        *whole,
+    ]
+    run = run_plan(objects, tmp_path)
+    assert run.violations == []
+    assert {run.placed()[f"ml/train-{i}"] for i in range(3)} == {"n-gpu"}
