@@ -52,7 +52,7 @@ from provisioner.kube.resource import (
 )
 from provisioner.runtime.reconciler import Request
 from provisioner.simulation.adopt import SeedError, seed
-from provisioner.simulation.cloud import Launch, MotoCloud, Outage
+from provisioner.simulation.cloud import Launch, MotoCloud, Outage, SimReservation
 from provisioner.simulation.driver import ControllerCrash, ControllerDriver, Controllers
 from provisioner.simulation.kinds import (
     pod_group_resources,
@@ -198,6 +198,8 @@ def _prices(catalog: Catalog) -> Callable[[str, str, str], float | None]:
             fallback[key] = min(fallback.get(key, offering.price), offering.price)
 
     def price(instance_type: str, zone: str, capacity_type: str) -> float | None:
+        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+            return 0.0  # a reservation is paid for whether used or not: using it costs nothing
         found = exact.get((instance_type, zone, capacity_type))
         return found if found is not None else fallback.get((instance_type, capacity_type))
 
@@ -272,6 +274,7 @@ class Simulation:
         )
         account.start()
         try:
+            self._reservations(account)
             world = self._build(timeline, kube, recorder, account, CatalogSource(catalog, loader))
             self._world = world
             self._start_controllers()
@@ -370,6 +373,36 @@ class Simulation:
             logger=self._logger,
             registry=CollectorRegistry(auto_describe=True),
             timer=world.timeline.timer,
+        )
+
+    def _reservations(self, account: MotoCloud) -> None:
+        """The scenario's capacity reservations; EC2 reclaims their instances when they end."""
+        for spec in self.scenario.reservations:
+            reservation = SimReservation(
+                id=spec.id,
+                instance_type=spec.instance_type,
+                zone=spec.zone,
+                count=spec.count,
+                reservation_type=spec.reservation_type,
+                instance_match_criteria=spec.instance_match_criteria,
+                tags=dict(spec.tags),
+                end=spec.end,
+            )
+            account.add_reservation(reservation)
+            if spec.end is not None:
+                account.timeline.schedule(
+                    spec.end,
+                    lambda r=reservation: self._reservation_ended(r),
+                    key=("reservation-end", spec.id),
+                )
+
+    def _reservation_ended(self, reservation: SimReservation) -> None:
+        world = self.world
+        for instance_id in sorted(reservation.used):
+            world.account.terminate(instance_id)
+        self._note(
+            "CapacityReservationEnded",
+            f"capacity reservation {reservation.id} ended; its instances were reclaimed",
         )
 
     def _start_controllers(self) -> None:

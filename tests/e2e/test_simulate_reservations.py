@@ -1,0 +1,55 @@
+"""Capacity reservations end to end (issue 19 item 4): the bundled ``gang-on-reservation``
+scenario on the simulated account, whose EC2 answers DescribeCapacityReservations and launches
+into the reservation a launch template targets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS
+from tests.e2e.conftest import bundled, bundled_variant, run, shortened
+
+pytestmark = pytest.mark.usefixtures("test_catalog")
+
+RESERVATION = "cr-0a1b2c3d4e5f60001"
+RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+
+
+def test_an_8_pod_gpu_gang_uses_the_odcr_before_any_on_demand() -> None:
+    report, simulation = run(shortened(bundled("gang-on-reservation"), 15 * 60))
+
+    gang = [p for p in report["pods"] if p["podGroup"] == "research/pg-pretrain"]
+    assert len(gang) == 8
+    assert gang[0]["scheduledAt"] is not None
+    assert {p["scheduledAt"] for p in gang} == {gang[0]["scheduledAt"]}  # placed whole
+    launches = sorted(report["ec2Instances"], key=lambda i: (i["launchedAt"], i["id"]))
+    assert [(i["instanceType"], i["capacityType"]) for i in launches] == [
+        ("p5.48xlarge", "reserved"),
+        ("p5.48xlarge", "reserved"),
+        ("p5.48xlarge", "on-demand"),  # the later job: the reservation is full
+    ]
+    assert all(i["zone"] == "us-east-1a" and i["pricePerHour"] == 0.0 for i in launches[:2])
+    reserved_claims = {i["nodeClaim"] for i in launches[:2]}
+    reserved_nodes = {c["node"] for c in report["nodeClaims"] if c["name"] in reserved_claims}
+    assert {p["node"] for p in gang} == reserved_nodes
+
+    kube = simulation.world.kube
+    claims = {c["metadata"]["name"]: c for c in kube.list(NODE_CLAIMS).items}
+    for name in reserved_claims:
+        claim = claims[name]
+        assert claim["metadata"]["labels"][RESERVATION_ID] == RESERVATION
+        assert claim["metadata"]["labels"]["karpenter.sh/capacity-type"] == "reserved"
+        pinned = {r["key"]: r["values"] for r in claim["spec"]["requirements"]}
+        assert pinned[RESERVATION_ID] == [RESERVATION]
+        assert pinned["karpenter.sh/capacity-type"] == ["reserved"]
+    status = kube.get(EC2_NODE_CLASSES, "reserved")["status"]
+    assert [r["id"] for r in status["capacityReservations"]] == [RESERVATION]
+    assert status["capacityReservations"][0]["instanceType"] == "p5.48xlarge"
+
+
+def test_without_a_matching_reservation_the_gang_goes_on_demand() -> None:
+    selector = "capacityReservationSelectorTerms:\n        - id: cr-0a1b2c3d4e5f6000"
+    scenario = bundled_variant("gang-on-reservation", (selector + "1", selector + "9"))
+    report, _ = run(shortened(scenario, 4 * 60))
+    assert [i["capacityType"] for i in report["ec2Instances"]] == ["on-demand", "on-demand"]
