@@ -288,7 +288,8 @@ def test_create_fleet_for_an_odcr_is_on_demand_and_for_a_block_capacity_block() 
     assert odcr["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
     block = create_fleet_input(fleet("capacity-block"))
     assert block["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "capacity-block"
-    assert "OnDemandOptions" not in block and "SpotOptions" not in block
+    assert "OnDemandOptions" not in block
+    assert "SpotOptions" not in block
 
 
 def test_fleet_results_and_errors_name_the_reservation() -> None:
