@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -155,10 +155,15 @@ def _pages(caller: Caller, ec2: Ec2Api, **kwargs: Any) -> Iterator[Mapping[str, 
 
 @dataclass(slots=True, kw_only=True)
 class CapacityReservationProvider:
-    """Resolves reservation selector terms and tracks how much of each reservation is left."""
+    """Resolves reservation selector terms and tracks how much of each reservation is left.
+
+    ``now`` (the injected wall clock) lets a Capacity Block within :data:`EXPIRY_LEAD_TIME` of
+    its end count as full: its nodes are being drained, nothing new is launched into it.
+    """
 
     ec2: Ec2Api
     caller: Caller
+    now: Callable[[], datetime] | None = None
     cache: TtlCache[str, tuple[CapacityReservation, ...]] = field(
         default_factory=lambda: TtlCache(ttl=CAPACITY_RESERVATIONS_TTL)
     )
@@ -192,6 +197,8 @@ class CapacityReservationProvider:
 
     def available(self, reservation: CapacityReservation) -> int:
         """Instances the reservation still takes: EC2's count minus launches since."""
+        if reservation.is_block and self.now is not None and reservation.expiring(self.now()):
+            return 0
         with self._lock:
             if reservation.id in self._exhausted:
                 return 0

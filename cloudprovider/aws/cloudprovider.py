@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Final, Protocol
 
 from cloudprovider.aws.ami import AMIS_TTL, AmiProvider, ami_for
@@ -671,8 +672,12 @@ def build_aws_cloud_provider(
     instance_types: InstanceTypeSource,
     caller: Caller | None = None,
     timer: Timer = time.monotonic,
+    now: Callable[[], datetime] | None = None,
 ) -> AwsCloudProvider:
-    """Wire the per-concept providers into an AwsCloudProvider (caches share ``timer``)."""
+    """Wire the per-concept providers into an AwsCloudProvider (caches share ``timer``).
+
+    ``now`` is the wall clock Capacity Block end times are compared with.
+    """
     caller = caller or Caller()
     resolver = NodeClassResolver(
         subnets=SubnetProvider(ec2=ec2, caller=caller, cache=TtlCache(SUBNETS_TTL, timer)),
@@ -694,7 +699,7 @@ def build_aws_cloud_provider(
             cache=TtlCache(INSTANCE_PROFILE_TTL, timer),
         ),
         capacity_reservations=CapacityReservationProvider(
-            ec2=ec2, caller=caller, cache=TtlCache(CAPACITY_RESERVATIONS_TTL, timer)
+            ec2=ec2, caller=caller, cache=TtlCache(CAPACITY_RESERVATIONS_TTL, timer), now=now
         ),
     )
     return AwsCloudProvider(

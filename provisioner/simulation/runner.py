@@ -24,6 +24,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, Literal
 
 import structlog
@@ -89,6 +90,8 @@ __all__ = [
     "quiet_logger",
 ]
 
+BLOCK_RECLAIM_LEAD: Final = 1800.0
+"""EC2 begins terminating a Capacity Block's instances this many seconds before its end."""
 SPOT_WARNING_SECONDS: Final = 120.0
 """EC2 reclaims a spot instance two minutes after the interruption warning."""
 INTERRUPTION_RECONCILER: Final = "interruption"
@@ -376,7 +379,11 @@ class Simulation:
         )
 
     def _reservations(self, account: MotoCloud) -> None:
-        """The scenario's capacity reservations; EC2 reclaims their instances when they end."""
+        """The scenario's capacity reservations.
+
+        EC2 begins terminating a Capacity Block's instances 30 minutes before its end; an
+        ODCR's instances keep running as on-demand ones when it ends.
+        """
         for spec in self.scenario.reservations:
             reservation = SimReservation(
                 id=spec.id,
@@ -389,20 +396,22 @@ class Simulation:
                 end=spec.end,
             )
             account.add_reservation(reservation)
-            if spec.end is not None:
+            if spec.end is not None and spec.reservation_type == "capacity-block":
                 account.timeline.schedule(
-                    spec.end,
-                    lambda r=reservation: self._reservation_ended(r),
-                    key=("reservation-end", spec.id),
+                    max(spec.end - BLOCK_RECLAIM_LEAD, 0.0),
+                    partial(self._reclaim_block, reservation),
+                    key=("reservation-reclaim", spec.id),
                 )
 
-    def _reservation_ended(self, reservation: SimReservation) -> None:
+    def _reclaim_block(self, reservation: SimReservation) -> None:
         world = self.world
-        for instance_id in sorted(reservation.used):
+        reclaimed = sorted(reservation.used)
+        for instance_id in reclaimed:
             world.account.terminate(instance_id)
         self._note(
-            "CapacityReservationEnded",
-            f"capacity reservation {reservation.id} ended; its instances were reclaimed",
+            "CapacityBlockReclaimed",
+            f"EC2 reclaimed Capacity Block {reservation.id} 30 minutes before its end "
+            f"({len(reclaimed)} instance(s) still running were terminated)",
         )
 
     def _start_controllers(self) -> None:

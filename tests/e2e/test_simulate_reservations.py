@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS
-from tests.e2e.conftest import bundled, bundled_variant, run, shortened
+from tests.e2e.conftest import bundled, bundled_variant, events, run, shortened
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
 
@@ -53,3 +53,22 @@ def test_without_a_matching_reservation_the_gang_goes_on_demand() -> None:
     scenario = bundled_variant("gang-on-reservation", (selector + "1", selector + "9"))
     report, _ = run(shortened(scenario, 4 * 60))
     assert [i["capacityType"] for i in report["ec2Instances"]] == ["on-demand", "on-demand"]
+
+
+def test_a_capacity_block_is_drained_40_minutes_before_its_end() -> None:
+    block = "    type: capacity-block\n    endsAfter: 50m\n    instanceMatchCriteria: targeted\n"
+    scenario = bundled_variant(
+        "gang-on-reservation", ("    instanceMatchCriteria: targeted\n", block)
+    )
+    report, _ = run(shortened(scenario, 22 * 60))
+
+    blocks = [i for i in report["ec2Instances"] if i["capacityType"] == "reserved"]
+    assert len(blocks) == 2
+    drained = {
+        c["name"]: c for c in report["nodeClaims"] if c["name"] in {i["nodeClaim"] for i in blocks}
+    }
+    # drained from 10m (50m - 40m), before EC2 reclaims the block at 20m (50m - 30m)
+    assert all(c["deletionReason"] == "CapacityReservationExpiring" for c in drained.values())
+    assert all(600 <= c["deletedAt"] < 1200 for c in drained.values())
+    assert all(i["terminatedAt"] is not None and i["terminatedAt"] < 1200 for i in blocks)
+    assert len(events(report, "CapacityReservationExpiring")) == 2
