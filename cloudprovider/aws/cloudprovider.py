@@ -149,7 +149,9 @@ def _filter_candidates(candidates: list[Candidate]) -> list[Candidate]:
     ordinary = [c for c in candidates if not _is_exotic(c.instance_type)]
     if ordinary:
         candidates = ordinary
-    on_demand = [c.offering.price for c in candidates if c.offering.capacity_type != "spot"]
+    on_demand = [
+        c.offering.price for c in candidates if c.offering.capacity_type == CAPACITY_TYPE_ON_DEMAND
+    ]
     if on_demand:
         ceiling = min(on_demand)
         candidates = [
