@@ -48,13 +48,6 @@ def test_an_8_pod_gpu_gang_uses_the_odcr_before_any_on_demand() -> None:
     assert status["capacityReservations"][0]["instanceType"] == "p5.48xlarge"
 
 
-def test_without_a_matching_reservation_the_gang_goes_on_demand() -> None:
-    selector = "capacityReservationSelectorTerms:\n        - id: cr-0a1b2c3d4e5f6000"
-    scenario = bundled_variant("gang-on-reservation", (selector + "1", selector + "9"))
-    report, _ = run(shortened(scenario, 4 * 60))
-    assert [i["capacityType"] for i in report["ec2Instances"]] == ["on-demand", "on-demand"]
-
-
 def test_a_capacity_block_is_drained_40_minutes_before_its_end() -> None:
     block = "    type: capacity-block\n    endsAfter: 50m\n    instanceMatchCriteria: targeted\n"
     scenario = bundled_variant(
