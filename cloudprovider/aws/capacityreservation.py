@@ -10,7 +10,8 @@ it sorts before every other offering; zero for a paid-up Capacity Block).
 Availability is what EC2 reported (``AvailableInstanceCount``) minus what this process launched
 into the reservation since (:meth:`CapacityReservationProvider.mark_launched`); a
 ``ReservationCapacityExceeded`` launch error marks the reservation full
-(:meth:`CapacityReservationProvider.mark_unavailable`) until EC2 is asked again.
+(:meth:`CapacityReservationProvider.mark_unavailable`) for the ICE cache's TTL (3 minutes), as
+Karpenter keys its ICE cache by the reservation id for reserved offerings.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cloudprovider.aws.nodeclass import CapacityReservationSelectorTerm
 from cloudprovider.aws.retry import Caller
 from cloudprovider.aws.sdk import Ec2Api
 from cloudprovider.aws.selector import Filter, tag_filters
+from cloudprovider.aws.unavailable import UNAVAILABLE_OFFERINGS_TTL
 from cloudprovider.instancetype import CAPACITY_TYPE_RESERVED, Offering
 
 __all__ = [
@@ -167,8 +169,10 @@ class CapacityReservationProvider:
     cache: TtlCache[str, tuple[CapacityReservation, ...]] = field(
         default_factory=lambda: TtlCache(ttl=CAPACITY_RESERVATIONS_TTL)
     )
+    exhausted: TtlCache[str, bool] = field(
+        default_factory=lambda: TtlCache(ttl=UNAVAILABLE_OFFERINGS_TTL)
+    )
     _launched: dict[str, int] = field(default_factory=dict)
-    _exhausted: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def resolve(
@@ -192,7 +196,6 @@ class CapacityReservationProvider:
             self.cache.set(key, result)
             for reservation in result:  # EC2's count now includes what was launched before
                 self._launched.pop(reservation.id, None)
-                self._exhausted.discard(reservation.id)
         return result
 
     def available(self, reservation: CapacityReservation) -> int:
@@ -200,7 +203,7 @@ class CapacityReservationProvider:
         if reservation.is_block and self.now is not None and reservation.expiring(self.now()):
             return 0
         with self._lock:
-            if reservation.id in self._exhausted:
+            if self.exhausted.get(reservation.id):
                 return 0
             return max(reservation.available - self._launched.get(reservation.id, 0), 0)
 
@@ -210,9 +213,9 @@ class CapacityReservationProvider:
             self._launched[reservation_id] = self._launched.get(reservation_id, 0) + count
 
     def mark_unavailable(self, reservation_id: str) -> None:
-        """Treat the reservation as full (``ReservationCapacityExceeded``) until re-described."""
+        """Treat the reservation as full (``ReservationCapacityExceeded``) for the ICE TTL."""
         with self._lock:
-            self._exhausted.add(reservation_id)
+            self.exhausted.set(reservation_id, True)  # noqa: FBT003 - the value stored
 
     def flush(self) -> None:
         """Forget cached resolutions (the next call asks EC2)."""

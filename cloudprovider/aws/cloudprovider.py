@@ -79,7 +79,7 @@ from cloudprovider.aws.tags import (
     TAG_OWNED,
     cluster_tag,
 )
-from cloudprovider.aws.unavailable import UnavailableOfferings
+from cloudprovider.aws.unavailable import UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings
 from cloudprovider.aws.userdata import BootstrapOptions, render
 from cloudprovider.errors import (
     REASON_NODECLASS_READINESS_UNKNOWN,
@@ -701,7 +701,11 @@ def build_aws_cloud_provider(
             cache=TtlCache(INSTANCE_PROFILE_TTL, timer),
         ),
         capacity_reservations=CapacityReservationProvider(
-            ec2=ec2, caller=caller, cache=TtlCache(CAPACITY_RESERVATIONS_TTL, timer), now=now
+            ec2=ec2,
+            caller=caller,
+            cache=TtlCache(CAPACITY_RESERVATIONS_TTL, timer),
+            exhausted=TtlCache(UNAVAILABLE_OFFERINGS_TTL, timer),
+            now=now,
         ),
     )
     return AwsCloudProvider(

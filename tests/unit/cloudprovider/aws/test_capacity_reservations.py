@@ -10,6 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from cloudprovider.aws.cache import TtlCache
 from cloudprovider.aws.capacityreservation import (
     CapacityReservation,
     CapacityReservationProvider,
@@ -378,3 +379,27 @@ def test_a_reserved_offering_gives_the_node_karpenters_reservation_labels() -> N
     assert labels["karpenter.k8s.aws/capacity-reservation-id"] == "cr-2"
     assert labels["karpenter.k8s.aws/capacity-reservation-type"] == "capacity-block"
     assert labels["karpenter.sh/capacity-type"] == "reserved"
+
+
+def test_a_full_reservation_stays_full_for_the_ice_ttl_even_when_re_described() -> None:
+    now = [0.0]
+    client = ec2()
+    provider = CapacityReservationProvider(
+        ec2=client,
+        caller=Caller(),
+        cache=TtlCache(timedelta(minutes=1), lambda: now[0]),
+        exhausted=TtlCache(timedelta(minutes=3), lambda: now[0]),
+    )
+    with Stubber(client) as stub:
+        for _ in range(2):
+            stub.add_response(
+                "describe_capacity_reservations",
+                {"CapacityReservations": [raw_reservation("cr-0b")]},
+            )
+        (reservation,) = provider.resolve([term(id="cr-0b")])
+        provider.mark_unavailable("cr-0b")
+        now[0] = 120.0  # the reservation is described again: EC2 still says 2 available
+        (reservation,) = provider.resolve([term(id="cr-0b")])
+        assert provider.available(reservation) == 0
+    now[0] = 181.0
+    assert provider.available(reservation) == 2
