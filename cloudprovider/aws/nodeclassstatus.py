@@ -1,9 +1,11 @@
-"""EC2NodeClass status resolution: subnets, security groups, AMIs, instance profile, Ready.
+"""EC2NodeClass status resolution: subnets, security groups, AMIs, profile, reservations, Ready.
 
 :class:`NodeClassResolver` resolves every selector of an EC2NodeClass through the providers and
 returns a :class:`ResolvedNodeClass`: the resolved resources plus Karpenter's conditions
-(``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady`` and the root
-``Ready``). ``Ready`` is False with the reason of the first failing dependency
+(``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady``,
+``CapacityReservationsReady`` when the reservation provider is wired, and the root ``Ready``).
+``status.capacityReservations`` is written only for a class with
+``capacityReservationSelectorTerms``. ``Ready`` is False with the reason of the first failing dependency
 (``SubnetsNotFound``, ``SecurityGroupsNotFound``, ``AMINotFound``, ``UnsupportedAlias``, ...) and a
 message naming what is missing; Unknown when AWS could not be asked (throttled, unauthorized).
 The status controller writes :meth:`ResolvedNodeClass.to_status` as a merge patch; the cloud
