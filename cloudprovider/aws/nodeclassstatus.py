@@ -5,9 +5,10 @@ returns a :class:`ResolvedNodeClass`: the resolved resources plus Karpenter's co
 (``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady``,
 ``CapacityReservationsReady`` when the reservation provider is wired, and the root ``Ready``).
 ``status.capacityReservations`` is written only for a class with
-``capacityReservationSelectorTerms``. ``Ready`` is False with the reason of the first failing dependency
-(``SubnetsNotFound``, ``SecurityGroupsNotFound``, ``AMINotFound``, ``UnsupportedAlias``, ...)
-and a message naming what is missing; Unknown when AWS could not be asked (throttled, unauthorized).
+``capacityReservationSelectorTerms``. ``Ready`` is False with the reason of the first failing
+dependency (``SubnetsNotFound``, ``SecurityGroupsNotFound``, ``AMINotFound``,
+``UnsupportedAlias``, ...) and a message naming what is missing; Unknown when AWS could not be
+asked (throttled, unauthorized).
 The status controller writes :meth:`ResolvedNodeClass.to_status` as a merge patch; the cloud
 provider launches from the same resolution.
 """
