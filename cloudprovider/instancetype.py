@@ -12,7 +12,7 @@ The collection helpers mirror Karpenter's ``cloudprovider.InstanceType``/``Offer
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Final
 
@@ -49,6 +49,11 @@ class Offering:
         price_estimated: the price is an estimate, not a published or observed price (for
             example a spot price derived from the on-demand price when no spot history exists).
         zone_id: the availability zone id (``use1-az1``) when known.
+        reservation_id: for ``reserved`` offerings, the capacity reservation (``cr-...``).
+        reservation_type: for ``reserved`` offerings, ``default`` (an ODCR) or
+            ``capacity-block``.
+        reservation_capacity: for ``reserved`` offerings, how many more instances the
+            reservation takes now (Karpenter's ``ReservationCapacity``); None: unbounded.
     """
 
     zone: str
@@ -57,17 +62,19 @@ class Offering:
     available: bool = True
     price_estimated: bool = False
     zone_id: str | None = None
+    reservation_id: str | None = None
+    reservation_type: str | None = None
+    reservation_capacity: int | None = None
 
     def with_available(self, available: bool) -> Offering:
         """Return a copy marked available or not (for example after insufficient capacity)."""
-        return Offering(
-            zone=self.zone,
-            capacity_type=self.capacity_type,
-            price=self.price,
-            available=available,
-            price_estimated=self.price_estimated,
-            zone_id=self.zone_id,
-        )
+        return replace(self, available=available)
+
+    @property
+    def key(self) -> str:
+        """``zone/capacity-type`` (plus ``/reservation-id`` for reserved offerings)."""
+        base = f"{self.zone}/{self.capacity_type}"
+        return f"{base}/{self.reservation_id}" if self.reservation_id else base
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

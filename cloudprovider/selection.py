@@ -12,7 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cloudprovider.instancetype import InstanceType, Offering
-from provisioner.apis.labels import LABEL_CAPACITY_TYPE, LABEL_ZONE
+from provisioner.apis.labels import (
+    LABEL_CAPACITY_RESERVATION_ID,
+    LABEL_CAPACITY_RESERVATION_TYPE,
+    LABEL_CAPACITY_TYPE,
+    LABEL_ZONE,
+)
 from provisioner.scheduling.requirements import Requirements
 
 __all__ = ["Candidate", "compatible_candidates", "offering_labels"]
@@ -31,6 +36,9 @@ def offering_labels(instance_type: InstanceType, offering: Offering) -> dict[str
     labels = dict(instance_type.labels)
     labels[LABEL_ZONE] = offering.zone
     labels[LABEL_CAPACITY_TYPE] = offering.capacity_type
+    if offering.reservation_id:
+        labels[LABEL_CAPACITY_RESERVATION_ID] = offering.reservation_id
+        labels[LABEL_CAPACITY_RESERVATION_TYPE] = offering.reservation_type or "default"
     return labels
 
 

@@ -20,9 +20,8 @@ Deliberately left out, compared with Karpenter's template:
   ARC zonal shifts;
 - `ec2:DescribeInstanceStatus`: Jointer has no instance-health controller; interruption and
   state changes arrive through the interruption queue;
-- `ec2:DescribeCapacityReservations`, `ec2:DescribePlacementGroups` and the
-  `capacity-reservation` / `placement-group` resources of RunInstances/CreateFleet: Jointer does
-  not support capacity reservations or placement groups yet;
+- `ec2:DescribePlacementGroups` and the `placement-group` resource of RunInstances/CreateFleet:
+  Jointer does not support placement groups yet;
 - `ec2:DescribeAvailabilityZones`: zone ids come from DescribeSubnets
   (`AvailabilityZoneId`), so the call is not needed.
 
@@ -61,6 +60,7 @@ def cluster_tag(cluster_name: str) -> str:
 
 # Every action the controller calls, by policy. The policies grant exactly these.
 EC2_DESCRIBE_ACTIONS: Final = (
+    "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
     "ec2:DescribeInstances",
     "ec2:DescribeInstanceTypeOfferings",
@@ -180,6 +180,8 @@ def _node_lifecycle(params: IamParameters) -> PolicyDocument:
                     # Shared-VPC subnets and groups belong to the VPC owner's account.
                     _ec2(params, "security-group/*", own_account=False),
                     _ec2(params, "subnet/*", own_account=False),
+                    # Reservations may be shared by another account (ownerID).
+                    _ec2(params, "capacity-reservation/*", own_account=False),
                 ),
             ),
             Statement(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from cloudprovider.aws.batcher import BatcherThread, FleetBatcher
@@ -93,6 +94,7 @@ def assemble_aws(
     wait_seconds: int = DEFAULT_WAIT_SECONDS,
     logger: logging.Logger | None = None,
     fleet_window: bool = False,
+    now: Callable[[], datetime] | None = None,
 ) -> AwsAssembly:
     """The AWS provider on the clients; the consumer factory when ``queue_name`` is set.
 
@@ -110,6 +112,7 @@ def assemble_aws(
         instance_types=instance_types,
         caller=caller,
         timer=timer,
+        now=now,
     )
     nodeclasses = AwsNodeClassLifecycle(
         resolver=provider.resolver,

@@ -82,12 +82,30 @@ def _check_quantities(values: dict[str, str] | None) -> dict[str, str] | None:
 
 
 class CatalogOffering(ApiModel):
-    """One zone x capacity type with its price (USD/h) and availability."""
+    """One zone x capacity type with its price (USD/h) and availability.
+
+    A ``reserved`` offering is one capacity reservation (Jointer's extension of the format):
+    ``reservationID`` (required), ``reservationType`` (``default`` or ``capacity-block``) and
+    ``reservationCapacity`` (instances it still takes; unbounded when absent).
+    """
 
     zone: str
     capacity_type: Literal["on-demand", "spot", "reserved"]
     price: pydantic.NonNegativeFloat
     available: bool = True
+    reservation_id: pydantic.constr(pattern=r"^cr-[0-9a-z]+$") | None = pydantic.Field(  # type: ignore[valid-type]
+        default=None, alias="reservationID"
+    )
+    reservation_type: Literal["default", "capacity-block"] | None = None
+    reservation_capacity: pydantic.NonNegativeInt | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _reservation(self) -> CatalogOffering:
+        if self.capacity_type == "reserved" and self.reservation_id is None:
+            raise ValueError("reservationID: required for a reserved offering")
+        if self.capacity_type != "reserved" and self.reservation_id is not None:
+            raise ValueError("reservationID: only a reserved offering has one")
+        return self
 
 
 class CatalogInstanceType(ApiModel):
@@ -176,7 +194,15 @@ def _to_instance_type(
     else:
         node_allocatable = allocatable(node_capacity, node_overhead)
     offerings = tuple(
-        Offering(zone=o.zone, capacity_type=o.capacity_type, price=o.price, available=o.available)
+        Offering(
+            zone=o.zone,
+            capacity_type=o.capacity_type,
+            price=o.price,
+            available=o.available,
+            reservation_id=o.reservation_id,
+            reservation_type=(o.reservation_type or "default") if o.reservation_id else None,
+            reservation_capacity=o.reservation_capacity,
+        )
         for o in entry.offerings
     )
     return InstanceType(
@@ -243,6 +269,9 @@ def catalog_to_wire(catalog: Catalog) -> dict[str, Any]:
                         capacity_type=o.capacity_type,
                         price=o.price,
                         available=o.available,
+                        reservation_id=o.reservation_id,
+                        reservation_type=o.reservation_type,
+                        reservation_capacity=o.reservation_capacity,
                     )
                     for o in it.offerings
                 ],

@@ -5,8 +5,12 @@ not Ready -> NodeClassNotReadyError; readiness unknown -> CreateError
 ``NodeClassReadinessUnknown``. An instance already tagged for the NodeClaim is returned as is
 (idempotency). Otherwise the compatible available offerings in zones with a subnet are filtered
 (exotic types only when nothing else remains; spot dearer than the cheapest on-demand dropped),
-the capacity type chosen (spot when the NodeClaim allows it and an available spot offering
-exists), and one CreateFleet issued with the ≤60 cheapest types. Capacity errors mark the
+the capacity type chosen in Karpenter's order (reserved, then spot, then on-demand, each when the
+NodeClaim allows it and an available offering exists), and one CreateFleet issued with the ≤60
+cheapest types. Reserved launches use one kind of reservation (ODCR before Capacity Block on a
+tie), at most one reservation per type and zone (the one with most room), and a launch template
+targeting each reservation; launches are counted against the reservation, and
+``ReservationCapacityExceeded`` marks the reservation full. Capacity errors mark the
 offerings in the ICE cache; when every spot pool failed for capacity and on-demand is allowed,
 the same launch retries at once with a second CreateFleet call for on-demand (Jointer's
 improvement over Karpenter #5743).
@@ -16,13 +20,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Final, Protocol
 
 from cloudprovider.aws.ami import AMIS_TTL, AmiProvider, ami_for
 from cloudprovider.aws.batcher import FleetBatcher
 from cloudprovider.aws.cache import RESOLVED_INSTANCE_TYPES_TTL, Timer, TtlCache
+from cloudprovider.aws.capacityreservation import (
+    CAPACITY_RESERVATIONS_TTL,
+    CapacityReservation,
+    CapacityReservationProvider,
+    reservations_by_type,
+    reserved_offering,
+)
 from cloudprovider.aws.catalog import Catalog
 from cloudprovider.aws.drift import (
     dynamic_drift,
@@ -67,7 +79,7 @@ from cloudprovider.aws.tags import (
     TAG_OWNED,
     cluster_tag,
 )
-from cloudprovider.aws.unavailable import UnavailableOfferings
+from cloudprovider.aws.unavailable import UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings
 from cloudprovider.aws.userdata import BootstrapOptions, render
 from cloudprovider.errors import (
     REASON_NODECLASS_READINESS_UNKNOWN,
@@ -76,12 +88,15 @@ from cloudprovider.errors import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
-from cloudprovider.instancetype import InstanceType
+from cloudprovider.instancetype import InstanceType, Offering
 from cloudprovider.protocol import CloudNodeClaim, LaunchRequest, NodePoolRef
 from cloudprovider.selection import Candidate, compatible_candidates
 from provisioner.apis.labels import (
     CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
+    LABEL_CAPACITY_RESERVATION_ID,
+    LABEL_CAPACITY_RESERVATION_TYPE,
     LABEL_CAPACITY_TYPE,
     LABEL_INSTANCE_ACCELERATOR_COUNT,
     LABEL_INSTANCE_GPU_COUNT,
@@ -100,6 +115,8 @@ __all__ = [
 
 _ICE_MESSAGE: Final = "all requested instance types were unavailable during launch"
 _PODS: Final = "pods"
+_RESERVATION_CAPACITY_EXCEEDED: Final = "ReservationCapacityExceeded"
+_RESERVATION_KIND_ORDER: Final = ("default", "capacity-block")
 
 
 class NodeClassGetter(Protocol):
@@ -132,7 +149,9 @@ def _filter_candidates(candidates: list[Candidate]) -> list[Candidate]:
     ordinary = [c for c in candidates if not _is_exotic(c.instance_type)]
     if ordinary:
         candidates = ordinary
-    on_demand = [c.offering.price for c in candidates if c.offering.capacity_type != "spot"]
+    on_demand = [
+        c.offering.price for c in candidates if c.offering.capacity_type == CAPACITY_TYPE_ON_DEMAND
+    ]
     if on_demand:
         ceiling = min(on_demand)
         candidates = [
@@ -141,6 +160,34 @@ def _filter_candidates(candidates: list[Candidate]) -> list[Candidate]:
             if c.offering.capacity_type != CAPACITY_TYPE_SPOT or c.offering.price <= ceiling
         ]
     return candidates
+
+
+def _reserved_pool(candidates: list[Candidate]) -> list[Candidate]:
+    """Karpenter's reservation filters (§1.1 steps 2-4).
+
+    One kind of reservation (the cheapest; ODCR before Capacity Block on a tie) and at most one
+    reservation per type and zone (the one with most room).
+    """
+    reserved = [c for c in candidates if c.offering.capacity_type == CAPACITY_TYPE_RESERVED]
+    if not reserved:
+        return []
+
+    def kind_rank(candidate: Candidate) -> int:
+        kind = candidate.offering.reservation_type or "default"
+        return _RESERVATION_KIND_ORDER.index(kind) if kind in _RESERVATION_KIND_ORDER else 2
+
+    first = min(reserved, key=lambda c: (c.offering.price, kind_rank(c)))
+    kind = first.offering.reservation_type
+    best: dict[tuple[str, str], Candidate] = {}
+    for candidate in reserved:
+        if candidate.offering.reservation_type != kind:
+            continue
+        key = (candidate.instance_type.name, candidate.offering.zone)
+        held = best.get(key)
+        room = candidate.offering.reservation_capacity or 0
+        if held is None or room > (held.offering.reservation_capacity or 0):
+            best[key] = candidate
+    return [c for c in reserved if best.get((c.instance_type.name, c.offering.zone)) is c]
 
 
 def _truncate(pool: list[Candidate]) -> list[Candidate]:
@@ -204,12 +251,41 @@ class AwsCloudProvider:
 
     def _launchable_types(self, resolved: ResolvedNodeClass) -> list[InstanceType]:
         zones = {subnet.zone for subnet in resolved.subnets}
+        reservations = reservations_by_type(
+            r for r in resolved.capacity_reservations if r.zone in zones
+        )
         types = [
-            replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
+            replace(
+                it,
+                offerings=tuple(o for o in it.offerings if o.zone in zones)
+                + self._reserved_offerings(it, reservations.get(it.name, ())),
+            )
             for it in self._catalog(resolved.nodeclass)
             if ami_for(resolved.amis, it.labels) is not None
         ]
         return self.unavailable.apply(types)
+
+    def _reserved_offerings(
+        self, instance_type: InstanceType, reservations: Sequence[CapacityReservation]
+    ) -> tuple[Offering, ...]:
+        provider = self.resolver.capacity_reservations
+        if provider is None or not reservations:
+            return ()
+        offerings = []
+        for reservation in reservations:
+            on_demand = instance_type.cheapest(CAPACITY_TYPE_ON_DEMAND, reservation.zone) or next(
+                (o for o in instance_type.offerings if o.capacity_type == CAPACITY_TYPE_ON_DEMAND),
+                None,
+            )
+            offerings.append(
+                reserved_offering(
+                    reservation,
+                    on_demand.price if on_demand else 0.0,
+                    provider.available(reservation),
+                    zone_id=on_demand.zone_id if on_demand else None,
+                )
+            )
+        return tuple(offerings)
 
     def _ready(self, name: str) -> ResolvedNodeClass:
         nodeclass = self.nodeclasses.get_nodeclass(name)
@@ -264,15 +340,17 @@ class AwsCloudProvider:
         candidates = [
             c
             for c in compatible_candidates(types, request.requirements, request.requests)
-            if c.offering.zone in zonal and c.offering.capacity_type != "reserved"
+            if c.offering.zone in zonal
         ]
         candidates = _filter_candidates(candidates)
         if not candidates:
             raise InsufficientCapacityError(f"launching nodeclaim {request.name}, {_ICE_MESSAGE}")
+        reserved = _reserved_pool(candidates)
         spot = [c for c in candidates if c.offering.capacity_type == CAPACITY_TYPE_SPOT]
         on_demand = [c for c in candidates if c.offering.capacity_type == CAPACITY_TYPE_ON_DEMAND]
         errors: list[FleetError] = []
         for capacity_type, pool in (
+            (CAPACITY_TYPE_RESERVED, reserved),
             (CAPACITY_TYPE_SPOT, spot),
             (CAPACITY_TYPE_ON_DEMAND, on_demand),
         ):
@@ -282,7 +360,11 @@ class AwsCloudProvider:
             self._mark_unavailable(outcome.errors)
             errors.extend(outcome.errors)
             if outcome.instances:
-                return self._hydrate(outcome.instances[0], resolved.nodeclass, types, resolved)
+                instance = outcome.instances[0]
+                provider = self.resolver.capacity_reservations
+                if instance.reservation_id and provider is not None:
+                    provider.mark_launched(instance.reservation_id)
+                return self._hydrate(instance, resolved.nodeclass, types, resolved)
             if not outcome.errors or not all(
                 is_capacity_code(e.code) or is_service_linked_role_code(e.code)
                 for e in outcome.errors
@@ -303,8 +385,14 @@ class AwsCloudProvider:
         )
 
     def _mark_unavailable(self, errors: Sequence[FleetError]) -> None:
+        provider = self.resolver.capacity_reservations
         for error in errors:
-            if is_service_linked_role_code(error.code):
+            if error.reservation_id:  # reserved: the reservation, not the type and zone
+                if provider is not None and (
+                    is_capacity_code(error.code) or error.code == _RESERVATION_CAPACITY_EXCEEDED
+                ):
+                    provider.mark_unavailable(error.reservation_id)
+            elif is_service_linked_role_code(error.code):
                 self.unavailable.mark_capacity_type_unavailable(CAPACITY_TYPE_SPOT)
             elif is_capacity_code(error.code) and error.instance_type and error.zone:
                 self.unavailable.mark_unavailable(
@@ -324,7 +412,12 @@ class AwsCloudProvider:
         return tags
 
     def _user_data(
-        self, request: LaunchRequest, nodeclass: EC2NodeClass, capacity_type: str, max_pods: int
+        self,
+        request: LaunchRequest,
+        nodeclass: EC2NodeClass,
+        capacity_type: str,
+        max_pods: int,
+        offering: Offering | None = None,
     ) -> str:
         kubelet = nodeclass.spec.kubelet
         dns = tuple(kubelet.cluster_dns or ()) if kubelet else ()
@@ -333,6 +426,9 @@ class AwsCloudProvider:
         labels = dict(request.labels)
         labels[LABEL_NODEPOOL] = request.nodepool
         labels[LABEL_CAPACITY_TYPE] = capacity_type
+        if offering is not None and offering.reservation_id:
+            labels[LABEL_CAPACITY_RESERVATION_ID] = offering.reservation_id
+            labels[LABEL_CAPACITY_RESERVATION_TYPE] = offering.reservation_type or "default"
         family = nodeclass.ami_family()
         options = BootstrapOptions(
             cluster_name=self.cluster.name,
@@ -360,7 +456,7 @@ class AwsCloudProvider:
         nodeclass = resolved.nodeclass
         zonal = zonal_subnets(resolved.subnets)
         lt_tags = self._launch_tags(request, nodeclass)
-        templates: dict[tuple[str, int], str] = {}
+        templates: dict[tuple[str, int, str | None], str] = {}
         overrides: list[FleetOverride] = []
         seen: set[tuple[str, str]] = set()
         for candidate in pool:
@@ -370,16 +466,21 @@ class AwsCloudProvider:
                 continue
             seen.add((instance_type.name, zone))
             max_pods = instance_type.capacity.get(_PODS, 0) // 1000
-            key = (ami.id, max_pods)
+            offering = candidate.offering
+            key = (ami.id, max_pods, offering.reservation_id)
             if key not in templates:
                 templates[key] = self.launch_templates.ensure(
                     LaunchTemplateSpec(
                         nodeclass=nodeclass,
                         image_id=ami.id,
-                        user_data=self._user_data(request, nodeclass, capacity_type, max_pods),
+                        user_data=self._user_data(
+                            request, nodeclass, capacity_type, max_pods, offering
+                        ),
                         security_group_ids=tuple(g.id for g in resolved.security_groups),
                         instance_profile=resolved.instance_profile or "",
                         tags=lt_tags,
+                        capacity_reservation_id=offering.reservation_id,
+                        capacity_reservation_type=offering.reservation_type,
                     )
                 )
             overrides.append(
@@ -390,6 +491,8 @@ class AwsCloudProvider:
                     image_id=ami.id,
                     launch_template=templates[key],
                     price=candidate.offering.price,
+                    reservation_id=offering.reservation_id,
+                    reservation_type=offering.reservation_type,
                 )
             )
         tags = {**lt_tags, TAG_NODECLAIM: request.name, TAG_NAME: request.name}
@@ -432,6 +535,7 @@ class AwsCloudProvider:
                                 instance_type=o.instance_type,
                                 zone=o.zone,
                                 subnet_id=o.subnet_id,
+                                reservation_id=o.reservation_id,
                             )
                             for o in fleet.overrides
                         )
@@ -456,6 +560,9 @@ class AwsCloudProvider:
         labels[LABEL_INSTANCE_TYPE] = instance.instance_type
         labels[LABEL_ZONE] = instance.zone
         labels[LABEL_CAPACITY_TYPE] = instance.capacity_type
+        if instance.reservation_id:
+            labels[LABEL_CAPACITY_RESERVATION_ID] = instance.reservation_id
+            labels[LABEL_CAPACITY_RESERVATION_TYPE] = instance.reservation_type or "default"
         nodepool = instance.tags.get(TAG_NODEPOOL, "")
         if nodepool:
             labels[LABEL_NODEPOOL] = nodepool
@@ -567,8 +674,12 @@ def build_aws_cloud_provider(
     instance_types: InstanceTypeSource,
     caller: Caller | None = None,
     timer: Timer = time.monotonic,
+    now: Callable[[], datetime] | None = None,
 ) -> AwsCloudProvider:
-    """Wire the per-concept providers into an AwsCloudProvider (caches share ``timer``)."""
+    """Wire the per-concept providers into an AwsCloudProvider (caches share ``timer``).
+
+    ``now`` is the wall clock Capacity Block end times are compared with.
+    """
     caller = caller or Caller()
     resolver = NodeClassResolver(
         subnets=SubnetProvider(ec2=ec2, caller=caller, cache=TtlCache(SUBNETS_TTL, timer)),
@@ -588,6 +699,13 @@ def build_aws_cloud_provider(
             cluster=cluster.name,
             region=region,
             cache=TtlCache(INSTANCE_PROFILE_TTL, timer),
+        ),
+        capacity_reservations=CapacityReservationProvider(
+            ec2=ec2,
+            caller=caller,
+            cache=TtlCache(CAPACITY_RESERVATIONS_TTL, timer),
+            exhausted=TtlCache(UNAVAILABLE_OFFERINGS_TTL, timer),
+            now=now,
         ),
     )
     return AwsCloudProvider(

@@ -30,7 +30,11 @@ from cloudprovider.aws.tags import (
     is_owned_by,
     to_tag_list,
 )
-from provisioner.apis.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from provisioner.apis.labels import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2.type_defs import CreateFleetResultTypeDef, InstanceTypeDef
@@ -55,6 +59,8 @@ MAX_INSTANCE_TYPES: Final = 60
 LIVE_STATES: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
 _PROVIDER_PREFIX: Final = "aws:///"
 _LAUNCH_TAG_RESOURCES: Final = ("instance", "volume", "fleet")
+_CAPACITY_BLOCK: Final = "capacity-block"
+_RESERVATIONS_ONLY: Final = "capacity-reservations-only"
 
 
 def provider_id(zone: str, instance_id: str) -> str:
@@ -93,6 +99,8 @@ class Instance:
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    reservation_id: str | None = None
+    reservation_type: str | None = None
 
     @property
     def provider_id(self) -> str:
@@ -110,6 +118,8 @@ class FleetOverride:
     image_id: str
     launch_template: str
     price: float
+    reservation_id: str | None = None
+    reservation_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,7 +129,8 @@ class FleetRequest:
     Attributes:
         nodeclaim: the NodeClaim name.
         nodeclaim_uid: its uid (for the client token).
-        capacity_type: ``spot`` or ``on-demand``.
+        capacity_type: ``spot``, ``on-demand`` or ``reserved`` (then every override targets a
+            reservation of one kind, through its launch template).
         overrides: pools in price order.
         tags: launch tags for instance, volume and fleet.
         context: ``spec.context`` of the EC2NodeClass.
@@ -143,6 +154,7 @@ class FleetError:
     instance_type: str = ""
     zone: str = ""
     subnet_id: str = ""
+    reservation_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,7 +193,7 @@ def create_fleet_input(request: FleetRequest, count: int = 1) -> dict[str, Any]:
         ],
         "TargetCapacitySpecification": {
             "TotalTargetCapacity": count,
-            "DefaultTargetCapacityType": request.capacity_type,
+            "DefaultTargetCapacityType": _target_capacity_type(request),
         },
         "TagSpecifications": [
             {"ResourceType": resource, "Tags": tags} for resource in _LAUNCH_TAG_RESOURCES
@@ -189,22 +201,53 @@ def create_fleet_input(request: FleetRequest, count: int = 1) -> dict[str, Any]:
     }
     if request.capacity_type == CAPACITY_TYPE_SPOT:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-    else:
+    elif _target_capacity_type(request) != _CAPACITY_BLOCK:
         params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
     if request.context:
         params["Context"] = request.context
     return params
 
 
+def _target_capacity_type(request: FleetRequest) -> str:
+    """Karpenter's ``DefaultTargetCapacityType`` (reserved: per reservation kind).
+
+    ODCRs launch as ``on-demand`` (the launch template targets the reservation), Capacity
+    Blocks as ``capacity-block``.
+    """
+    if request.capacity_type != CAPACITY_TYPE_RESERVED:
+        return request.capacity_type
+    if any(o.reservation_type == _CAPACITY_BLOCK for o in request.overrides):
+        return _CAPACITY_BLOCK
+    return CAPACITY_TYPE_ON_DEMAND
+
+
+def _reservation_id(raw: InstanceTypeDef) -> str | None:
+    """The reservation an instance runs in, when it was launched only into reservations."""
+    preference = raw.get("CapacityReservationSpecification", {}).get(
+        "CapacityReservationPreference"
+    )
+    reservation = raw.get("CapacityReservationId")
+    return reservation if reservation and preference == _RESERVATIONS_ONLY else None
+
+
 def _capacity_type(raw: InstanceTypeDef) -> str:
     # moto sets InstanceLifecycle but no SpotInstanceRequestId; AWS sets both
     if raw.get("InstanceLifecycle") == "spot" or raw.get("SpotInstanceRequestId"):
         return CAPACITY_TYPE_SPOT
+    if _reservation_id(raw) is not None:
+        return CAPACITY_TYPE_RESERVED
     return CAPACITY_TYPE_ON_DEMAND
 
 
 def _instance(raw: InstanceTypeDef) -> Instance:
+    reservation = _reservation_id(raw)
     return Instance(
+        reservation_id=reservation,
+        reservation_type=(
+            _CAPACITY_BLOCK if raw.get("InstanceLifecycle") == _CAPACITY_BLOCK else "default"
+        )
+        if reservation
+        else None,
         id=raw.get("InstanceId", ""),
         instance_type=raw.get("InstanceType", ""),
         zone=raw.get("Placement", {}).get("AvailabilityZone", ""),
@@ -222,6 +265,14 @@ def parse_fleet_response(request: FleetRequest, response: CreateFleetResultTypeD
     """Instances and errors of a CreateFleet response, zones taken from the overrides."""
     zone_of_subnet = {o.subnet_id: o.zone for o in request.overrides}
     image_of = {(o.instance_type, o.zone): o.image_id for o in request.overrides}
+    reserved = request.capacity_type == CAPACITY_TYPE_RESERVED
+    reservation_of = {(o.instance_type, o.zone): o for o in request.overrides}
+
+    def lifecycle_type(lifecycle: str) -> str:
+        if reserved:
+            return CAPACITY_TYPE_RESERVED
+        return CAPACITY_TYPE_SPOT if lifecycle == "spot" else CAPACITY_TYPE_ON_DEMAND
+
     instances: list[Instance] = []
     for entry in response.get("Instances", []):
         override = entry.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
@@ -229,14 +280,15 @@ def parse_fleet_response(request: FleetRequest, response: CreateFleetResultTypeD
         zone = override.get("AvailabilityZone") or zone_of_subnet.get(subnet, "")
         instance_type = entry.get("InstanceType") or override.get("InstanceType", "")
         lifecycle = entry.get("Lifecycle", request.capacity_type)
+        target = reservation_of.get((instance_type, zone)) if reserved else None
         instances.extend(
             Instance(
                 id=instance_id,
                 instance_type=instance_type,
                 zone=zone,
-                capacity_type=CAPACITY_TYPE_SPOT
-                if lifecycle == "spot"
-                else CAPACITY_TYPE_ON_DEMAND,
+                capacity_type=lifecycle_type(lifecycle),
+                reservation_id=target.reservation_id if target else None,
+                reservation_type=target.reservation_type if target else None,
                 image_id=override.get("ImageId") or image_of.get((instance_type, zone), ""),
                 state="pending",
                 subnet_id=subnet,
@@ -249,16 +301,18 @@ def parse_fleet_response(request: FleetRequest, response: CreateFleetResultTypeD
         override = raw.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
         subnet = override.get("SubnetId", "")
         lifecycle = raw.get("Lifecycle", request.capacity_type)
+        instance_type = override.get("InstanceType", "")
+        zone = override.get("AvailabilityZone") or zone_of_subnet.get(subnet, "")
+        target = reservation_of.get((instance_type, zone)) if reserved else None
         errors.append(
             FleetError(
                 code=raw.get("ErrorCode", ""),
                 message=raw.get("ErrorMessage", ""),
-                capacity_type=CAPACITY_TYPE_SPOT
-                if lifecycle == "spot"
-                else CAPACITY_TYPE_ON_DEMAND,
-                instance_type=override.get("InstanceType", ""),
-                zone=override.get("AvailabilityZone") or zone_of_subnet.get(subnet, ""),
+                capacity_type=lifecycle_type(lifecycle),
+                instance_type=instance_type,
+                zone=zone,
                 subnet_id=subnet,
+                reservation_id=target.reservation_id if target else None,
             )
         )
     return FleetOutcome(instances=tuple(instances), errors=tuple(errors))

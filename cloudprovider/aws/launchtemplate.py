@@ -74,6 +74,8 @@ class LaunchTemplateSpec:
         security_group_ids: resolved security groups.
         instance_profile: the instance profile name.
         tags: the launch tags (cluster, nodepool, nodeclass, ``spec.tags``).
+        capacity_reservation_id: launch only into this reservation (``reserved`` launches).
+        capacity_reservation_type: ``default`` or ``capacity-block`` (market type).
     """
 
     nodeclass: EC2NodeClass
@@ -82,6 +84,8 @@ class LaunchTemplateSpec:
     security_group_ids: tuple[str, ...]
     instance_profile: str
     tags: Mapping[str, str]
+    capacity_reservation_id: str | None = None
+    capacity_reservation_type: str | None = None
 
 
 def _volume_size_gib(size: str | None) -> int | None:
@@ -172,6 +176,13 @@ def launch_template_data(spec: LaunchTemplateSpec) -> dict[str, Any]:
         ]
     else:
         data["SecurityGroupIds"] = list(spec.security_group_ids)
+    if spec.capacity_reservation_id:
+        data["CapacityReservationSpecification"] = {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id},
+        }
+        if spec.capacity_reservation_type == "capacity-block":
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
     return data
 
 

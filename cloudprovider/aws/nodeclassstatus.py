@@ -1,11 +1,14 @@
-"""EC2NodeClass status resolution: subnets, security groups, AMIs, instance profile, Ready.
+"""EC2NodeClass status resolution: subnets, security groups, AMIs, profile, reservations, Ready.
 
 :class:`NodeClassResolver` resolves every selector of an EC2NodeClass through the providers and
 returns a :class:`ResolvedNodeClass`: the resolved resources plus Karpenter's conditions
-(``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady`` and the root
-``Ready``). ``Ready`` is False with the reason of the first failing dependency
-(``SubnetsNotFound``, ``SecurityGroupsNotFound``, ``AMINotFound``, ``UnsupportedAlias``, ...) and a
-message naming what is missing; Unknown when AWS could not be asked (throttled, unauthorized).
+(``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady``,
+``CapacityReservationsReady`` when the reservation provider is wired, and the root ``Ready``).
+``status.capacityReservations`` is written only for a class with
+``capacityReservationSelectorTerms``. ``Ready`` is False with the reason of the first failing
+dependency (``SubnetsNotFound``, ``SecurityGroupsNotFound``, ``AMINotFound``,
+``UnsupportedAlias``, ...) and a message naming what is missing; Unknown when AWS could not be
+asked (throttled, unauthorized).
 The status controller writes :meth:`ResolvedNodeClass.to_status` as a merge patch; the cloud
 provider launches from the same resolution.
 """
@@ -18,10 +21,12 @@ from enum import StrEnum
 from typing import Final
 
 from cloudprovider.aws.ami import AMI, AmiProvider, UnsupportedAliasError
+from cloudprovider.aws.capacityreservation import CapacityReservation, CapacityReservationProvider
 from cloudprovider.aws.errors import AwsError, NotFoundError
 from cloudprovider.aws.instanceprofile import InstanceProfileProvider
 from cloudprovider.aws.nodeclass import (
     AMIStatus,
+    CapacityReservationStatus,
     Condition,
     EC2NodeClass,
     EC2NodeClassStatus,
@@ -34,6 +39,7 @@ from provisioner.apis.core import NodeSelectorRequirement
 
 __all__ = [
     "CONDITION_AMIS_READY",
+    "CONDITION_CAPACITY_RESERVATIONS_READY",
     "CONDITION_INSTANCE_PROFILE_READY",
     "CONDITION_READY",
     "CONDITION_SECURITY_GROUPS_READY",
@@ -49,6 +55,7 @@ CONDITION_SUBNETS_READY: Final = "SubnetsReady"
 CONDITION_SECURITY_GROUPS_READY: Final = "SecurityGroupsReady"
 CONDITION_AMIS_READY: Final = "AMIsReady"
 CONDITION_INSTANCE_PROFILE_READY: Final = "InstanceProfileReady"
+CONDITION_CAPACITY_RESERVATIONS_READY: Final = "CapacityReservationsReady"
 
 
 class ConditionState(StrEnum):
@@ -79,7 +86,8 @@ class ResolvedNodeClass:
         security_groups: matching security groups.
         amis: matching AMIs, best first.
         instance_profile: the profile name, None when unresolved.
-        conditions: the four dependency conditions, then ``Ready``.
+        capacity_reservations: active reservations the class selects (by id).
+        conditions: the dependency conditions, then ``Ready``.
     """
 
     nodeclass: EC2NodeClass
@@ -87,6 +95,7 @@ class ResolvedNodeClass:
     security_groups: tuple[SecurityGroup, ...] = ()
     amis: tuple[AMI, ...] = ()
     instance_profile: str | None = None
+    capacity_reservations: tuple[CapacityReservation, ...] = ()
     conditions: tuple[NodeClassCondition, ...] = ()
 
     @property
@@ -123,6 +132,24 @@ class ResolvedNodeClass:
                 for ami in self.amis
             ],
             instance_profile=self.instance_profile,
+            capacity_reservations=[
+                CapacityReservationStatus(
+                    availability_zone=r.zone,
+                    end_time=r.end_time,
+                    id=r.id,
+                    instance_match_criteria="targeted"
+                    if r.instance_match_criteria == "targeted"
+                    else "open",
+                    instance_type=r.instance_type,
+                    interruptible=r.interruptible or None,
+                    owner_id=r.owner_id,
+                    reservation_type="capacity-block" if r.is_block else "default",
+                    state="expiring" if r.is_block and r.expiring(now) else "active",
+                )
+                for r in self.capacity_reservations
+            ]
+            if self.nodeclass.spec.capacity_reservation_selector_terms
+            else None,
             conditions=[
                 Condition(
                     type=c.type,
@@ -150,6 +177,7 @@ class NodeClassResolver:
     security_groups: SecurityGroupProvider
     amis: AmiProvider
     instance_profiles: InstanceProfileProvider
+    capacity_reservations: CapacityReservationProvider | None = None
 
     def resolve(self, nodeclass: EC2NodeClass) -> ResolvedNodeClass:
         """Resolve every selector; never raises for AWS errors (they become Unknown)."""
@@ -193,6 +221,21 @@ class NodeClassResolver:
         conditions.append(ami_condition)
         profile, profile_condition = self._resolve_profile(nodeclass)
         conditions.append(profile_condition)
+        reservations: tuple[CapacityReservation, ...] = ()
+        if self.capacity_reservations is not None:
+            try:
+                reservations = self.capacity_reservations.resolve(
+                    spec.capacity_reservation_selector_terms
+                )
+                conditions.append(
+                    NodeClassCondition(
+                        CONDITION_CAPACITY_RESERVATIONS_READY,
+                        ConditionState.TRUE,
+                        CONDITION_CAPACITY_RESERVATIONS_READY,
+                    )
+                )
+            except AwsError as error:
+                conditions.append(_unknown(CONDITION_CAPACITY_RESERVATIONS_READY, error))
         conditions.append(_root(conditions))
         return ResolvedNodeClass(
             nodeclass=nodeclass,
@@ -200,6 +243,7 @@ class NodeClassResolver:
             security_groups=groups,
             amis=amis,
             instance_profile=profile,
+            capacity_reservations=reservations,
             conditions=tuple(conditions),
         )
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         CreateFleetResultTypeDef,
         CreateLaunchTemplateResultTypeDef,
         DeleteLaunchTemplateResultTypeDef,
+        DescribeCapacityReservationsResultTypeDef,
         DescribeImagesResultTypeDef,
         DescribeInstancesResultTypeDef,
         DescribeLaunchTemplatesResultTypeDef,
@@ -73,6 +74,10 @@ class Ec2Api(Protocol):
     def terminate_instances(self, *args: Any, **kwargs: Any) -> TerminateInstancesResultTypeDef: ...
 
     def create_tags(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def describe_capacity_reservations(
+        self, *args: Any, **kwargs: Any
+    ) -> DescribeCapacityReservationsResultTypeDef: ...
 
 
 class SsmApi(Protocol):

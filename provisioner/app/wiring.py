@@ -399,6 +399,7 @@ def _build_aws(
         queue_name=settings.interruption_queue,
         logger=stdlib_logger("jointer.interruption", logger),
         fleet_window=True,
+        now=clock.now,
     )
     stop = None
     if assembly.fleet is not None:

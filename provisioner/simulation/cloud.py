@@ -17,6 +17,11 @@ The controllers get boto3 clients from one session whose botocore event hooks
 * **The record.** ``after-call`` of CreateFleet and TerminateInstances notes, in virtual time,
   every instance launched and terminated; the kubelet and the report use it. The instances
   themselves are always read back from moto.
+* **Capacity reservations** (moto has no DescribeCapacityReservations): the scenario's
+  reservations are answered by ``before-call``; a CreateFleet whose launch template targets one
+  (``CapacityReservationSpecification``) launches only while the reservation has room and has
+  not ended (else ``ReservationCapacityExceeded`` per override, as EC2 reports it), and
+  DescribeInstances shows such instances with their ``CapacityReservationId``.
 * **What moto's CreateFleet leaves out.** moto does not give fleet instances the security
   groups of their launch template (``testing-tools.md`` §2); EC2 does, and drift detection
   compares them, so ``after-call`` applies them (``ModifyInstanceAttribute``).
@@ -32,7 +37,7 @@ import logging
 import threading
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import boto3
@@ -42,7 +47,11 @@ from botocore.config import Config
 from cloudprovider.aws.ami import alias_parameters
 from cloudprovider.aws.tags import TAG_NODECLAIM
 from iam.interruption import EVENT_RULES
-from provisioner.apis.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
+from provisioner.apis.labels import (
+    CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED,
+    CAPACITY_TYPE_SPOT,
+)
 from provisioner.simulation.timeline import Timeline
 
 __all__ = [
@@ -51,6 +60,7 @@ __all__ = [
     "Launch",
     "MotoCloud",
     "Outage",
+    "SimReservation",
     "capacity_type_of",
 ]
 
@@ -66,6 +76,9 @@ _SUBNET_PREFIX: Final = 20
 _ICE_CODE: Final = "InsufficientInstanceCapacity"
 _ICE_MESSAGE: Final = "There is no capacity available that matches your request."
 _CONTEXT_KEY: Final = "jointer_simulation"
+_RESERVATION_CODE: Final = "ReservationCapacityExceeded"
+_RESERVATION_MESSAGE: Final = "Insufficient capacity in the targeted capacity reservation."
+_RESERVATIONS_ONLY: Final = "capacity-reservations-only"
 # One simulation at a time per process: moto's backends are process-wide.
 _RUN_LOCK: Final = threading.Lock()
 
@@ -99,6 +112,42 @@ class Outage:
 
 
 @dataclass(slots=True, kw_only=True)
+class SimReservation:
+    """A capacity reservation of the simulated account (ODCR or Capacity Block).
+
+    Attributes:
+        id: ``cr-...``.
+        instance_type: the reserved type.
+        zone: its zone.
+        count: ``TotalInstanceCount``.
+        reservation_type: ``default`` or ``capacity-block``.
+        instance_match_criteria: ``open`` or ``targeted``.
+        tags: its tags.
+        end: virtual second it ends (None: never); its instances are terminated then.
+        used: ids of the running instances launched into it.
+    """
+
+    id: str
+    instance_type: str
+    zone: str
+    count: int
+    reservation_type: str = "default"
+    instance_match_criteria: str = "targeted"
+    tags: Mapping[str, str] = field(default_factory=dict)
+    end: float | None = None
+    used: set[str] = field(default_factory=set)
+
+    def active(self, now: float) -> bool:
+        """Whether it can still be launched into."""
+        return self.end is None or now < self.end
+
+    @property
+    def available(self) -> int:
+        """Instances it still takes."""
+        return max(self.count - len(self.used), 0)
+
+
+@dataclass(slots=True, kw_only=True)
 class Launch:
     """One instance as recorded when CreateFleet returned it."""
 
@@ -108,12 +157,21 @@ class Launch:
     zone: str
     capacity_type: str
     terminated_at: float | None = None
+    reservation_id: str | None = None
 
 
 def capacity_type_of(instance: Mapping[str, Any]) -> str:
-    """``spot`` or ``on-demand`` from an EC2 instance (moto sets only ``InstanceLifecycle``)."""
+    """``spot``, ``on-demand`` or ``reserved`` from an EC2 instance.
+
+    moto sets only ``InstanceLifecycle``; reservations come from the DescribeInstances hook.
+    """
     if instance.get("InstanceLifecycle") == "spot" or instance.get("SpotInstanceRequestId"):
         return CAPACITY_TYPE_SPOT
+    preference = instance.get("CapacityReservationSpecification", {}).get(
+        "CapacityReservationPreference"
+    )
+    if instance.get("CapacityReservationId") and preference == _RESERVATIONS_ONLY:
+        return CAPACITY_TYPE_RESERVED
     return CAPACITY_TYPE_ON_DEMAND
 
 
@@ -165,6 +223,9 @@ class MotoCloud:
         self.after_launch: Callable[[Launch], None] | None = None
         self._roles: set[str] = set()
         self._template_groups: dict[tuple[str, str], list[str]] = {}
+        self.reservations: dict[str, SimReservation] = {}
+        self._template_reservations: dict[str, str | None] = {}
+        self._instance_reservations: dict[str, str] = {}
         self._server: Any = None
         self._locked = False
         self._session: boto3.session.Session | None = None
@@ -373,18 +434,39 @@ class MotoCloud:
         events.register("before-call.ec2.CreateFleet", self._short_circuit)
         events.register("after-call.ec2.CreateFleet", self._after_fleet)
         events.register("after-call.ec2.TerminateInstances", self._after_terminate)
+        events.register(
+            "provide-client-params.ec2.DescribeCapacityReservations", self._reservation_query
+        )
+        events.register("before-call.ec2.DescribeCapacityReservations", self._describe_reservations)
+        events.register("after-call.ec2.DescribeInstances", self._after_describe_instances)
 
     def _remove_unavailable(
         self, params: dict[str, Any], context: dict[str, Any], **_: Any
     ) -> None:
         now = self.timeline.now
-        capacity_type = params["TargetCapacitySpecification"]["DefaultTargetCapacityType"]
+        target = params["TargetCapacitySpecification"]
+        capacity_type = target["DefaultTargetCapacityType"]
+        wanted = int(target.get("TotalTargetCapacity", 1))
         removed: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        exceeded: list[tuple[dict[str, Any], dict[str, Any]]] = []
         configs = []
+        reserved: str | None = None
         for config in params.get("LaunchTemplateConfigs", []):
             kept = []
+            reservation = self._reservation_of(config["LaunchTemplateSpecification"])
             for override in config.get("Overrides", []):
-                if any(
+                if reservation is not None:
+                    if (
+                        reservation.active(now)
+                        and reservation.available >= wanted
+                        and override.get("InstanceType") == reservation.instance_type
+                        and override.get("AvailabilityZone") == reservation.zone
+                    ):
+                        kept.append(override)
+                        reserved = reservation.id
+                    else:
+                        exceeded.append((config["LaunchTemplateSpecification"], override))
+                elif any(
                     outage.covers(
                         now,
                         capacity_type,
@@ -398,9 +480,20 @@ class MotoCloud:
                     kept.append(override)
             if kept:
                 configs.append({**config, "Overrides": kept})
-        state: dict[str, Any] = {"removed": removed, "capacity_type": capacity_type}
+        state: dict[str, Any] = {
+            "removed": removed,
+            "exceeded": exceeded,
+            "capacity_type": capacity_type,
+            "reservation": reserved,
+        }
         context[_CONTEXT_KEY] = state
-        if not removed:
+        if reserved is not None and capacity_type == "capacity-block":
+            # moto launches only spot and on-demand; a Capacity Block instance is on-demand to it
+            params["TargetCapacitySpecification"] = {
+                **target,
+                "DefaultTargetCapacityType": "on-demand",
+            }
+        if not removed and not exceeded:
             return
         if configs:
             params["LaunchTemplateConfigs"] = configs
@@ -432,6 +525,19 @@ class MotoCloud:
                     "ErrorMessage": _ICE_MESSAGE,
                 }
             )
+        for spec, override in state.get("exceeded", []):
+            errors.append(
+                {
+                    "LaunchTemplateAndOverrides": {
+                        "LaunchTemplateSpecification": spec,
+                        "Overrides": override,
+                    },
+                    "Lifecycle": "on-demand",
+                    "ErrorCode": _RESERVATION_CODE,
+                    "ErrorMessage": _RESERVATION_MESSAGE,
+                }
+            )
+        reservation = self.reservations.get(state.get("reservation") or "")
         self.counters.fleet_calls += 1
         launched: list[Launch] = []
         for entry in parsed.get("Instances", []):
@@ -442,10 +548,16 @@ class MotoCloud:
                     at=self.timeline.now,
                     instance_type=entry.get("InstanceType") or override.get("InstanceType", ""),
                     zone=override.get("AvailabilityZone", ""),
-                    capacity_type=CAPACITY_TYPE_SPOT
+                    capacity_type=CAPACITY_TYPE_RESERVED
+                    if reservation is not None
+                    else CAPACITY_TYPE_SPOT
                     if entry.get("Lifecycle") == "spot"
                     else CAPACITY_TYPE_ON_DEMAND,
+                    reservation_id=reservation.id if reservation is not None else None,
                 )
+                if reservation is not None:
+                    reservation.used.add(instance_id)
+                    self._instance_reservations[instance_id] = reservation.id
                 self.launches.setdefault(instance_id, launch)
                 launched.append(launch)
         if not launched:
@@ -485,11 +597,105 @@ class MotoCloud:
 
     def record_termination(self, instance_id: str) -> None:
         """Note that ``instance_id`` was terminated now (the first time only)."""
+        reservation = self.reservations.get(self._instance_reservations.get(instance_id, ""))
+        if reservation is not None:
+            reservation.used.discard(instance_id)
         launch = self.launches.get(instance_id)
         if launch is not None and launch.terminated_at is None:
             launch.terminated_at = self.timeline.now
             for listener in self.on_terminate:
                 listener(instance_id)
+
+    # -- capacity reservations ----------------------------------------------------------------
+
+    def add_reservation(self, reservation: SimReservation) -> None:
+        """Make a capacity reservation exist in the account."""
+        self.reservations[reservation.id] = reservation
+
+    def _reservation_of(self, spec: Mapping[str, Any]) -> SimReservation | None:
+        """The reservation a launch template targets (by name, ``$Latest``), if any."""
+        name = str(spec.get("LaunchTemplateName", ""))
+        if not name or not self.reservations:
+            return None
+        if name not in self._template_reservations:
+            versions = self._admin["ec2"].describe_launch_template_versions(
+                LaunchTemplateName=name, Versions=["$Latest"]
+            )["LaunchTemplateVersions"]
+            data = versions[0].get("LaunchTemplateData", {}) if versions else {}
+            target = data.get("CapacityReservationSpecification", {}).get(
+                "CapacityReservationTarget", {}
+            )
+            self._template_reservations[name] = target.get("CapacityReservationId")
+        found = self._template_reservations[name]
+        return self.reservations.get(found) if found else None
+
+    def _reservation_query(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context[_CONTEXT_KEY] = dict(params)  # before-call sees the serialised request only
+
+    def _describe_reservations(self, context: dict[str, Any], **_: Any) -> Any:
+        params = context.get(_CONTEXT_KEY) or {}
+        now = self.timeline.now
+        ids = set(params.get("CapacityReservationIds") or [])
+        filters = {f["Name"]: set(f["Values"]) for f in params.get("Filters") or []}
+        found = []
+        for reservation in sorted(self.reservations.values(), key=lambda r: r.id):
+            state = "active" if reservation.active(now) else "expired"
+            fields = {
+                "state": state,
+                "owner-id": ACCOUNT_ID,
+                "instance-match-criteria": reservation.instance_match_criteria,
+                "instance-type": reservation.instance_type,
+                "availability-zone": reservation.zone,
+            }
+            if ids and reservation.id not in ids:
+                continue
+            if not all(
+                (name == "tag-key" and values & set(reservation.tags))
+                or (name.startswith("tag:") and reservation.tags.get(name[4:]) in values)
+                or (name in fields and fields[name] in values)
+                for name, values in filters.items()
+            ):
+                continue
+            entry: dict[str, Any] = {
+                "CapacityReservationId": reservation.id,
+                "OwnerId": ACCOUNT_ID,
+                "InstanceType": reservation.instance_type,
+                "InstancePlatform": "Linux/UNIX",
+                "AvailabilityZone": reservation.zone,
+                "Tenancy": "default",
+                "TotalInstanceCount": reservation.count,
+                "AvailableInstanceCount": reservation.available,
+                "State": state,
+                "InstanceMatchCriteria": reservation.instance_match_criteria,
+                "ReservationType": reservation.reservation_type,
+                "Tags": [{"Key": k, "Value": v} for k, v in sorted(reservation.tags.items())],
+            }
+            if reservation.end is not None:
+                entry["EndDate"] = self.timeline.at_seconds(reservation.end)
+            found.append(entry)
+        return AWSResponse("", 200, {}, None), {  # type: ignore[arg-type]
+            "CapacityReservations": found
+        }
+
+    def _after_describe_instances(self, parsed: dict[str, Any], **_: Any) -> None:
+        if not self._instance_reservations:
+            return
+        for group in parsed.get("Reservations", []):
+            for instance in group.get("Instances", []):
+                self._mark_reserved(instance)
+
+    def _mark_reserved(self, instance: dict[str, Any]) -> None:
+        found = self._instance_reservations.get(str(instance.get("InstanceId", "")))
+        reservation = self.reservations.get(found or "")
+        if reservation is None:
+            return
+        instance["CapacityReservationId"] = reservation.id
+        instance["CapacityReservationSpecification"] = {
+            "CapacityReservationPreference": _RESERVATIONS_ONLY,
+            "CapacityReservationTarget": {"CapacityReservationId": reservation.id},
+        }
+        if reservation.reservation_type == "capacity-block":
+            instance["InstanceLifecycle"] = "capacity-block"
 
     # -- what the simulation does to the account ----------------------------------------------
 
@@ -504,6 +710,8 @@ class MotoCloud:
             kwargs["InstanceIds"] = ids
         reservations = ec2.describe_instances(**kwargs)["Reservations"]
         found = [i for r in reservations for i in r["Instances"]]
+        for instance in found:
+            self._mark_reserved(instance)
         return sorted(found, key=lambda i: str(i.get("InstanceId")))
 
     def run_instance(

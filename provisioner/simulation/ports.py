@@ -133,4 +133,5 @@ def build_aws(
         timer=timer,
         queue_name=account.cluster,
         wait_seconds=0,
+        now=account.timeline.clock.now,
     )

@@ -24,6 +24,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, Literal
 
 import structlog
@@ -52,7 +53,7 @@ from provisioner.kube.resource import (
 )
 from provisioner.runtime.reconciler import Request
 from provisioner.simulation.adopt import SeedError, seed
-from provisioner.simulation.cloud import Launch, MotoCloud, Outage
+from provisioner.simulation.cloud import Launch, MotoCloud, Outage, SimReservation
 from provisioner.simulation.driver import ControllerCrash, ControllerDriver, Controllers
 from provisioner.simulation.kinds import (
     pod_group_resources,
@@ -89,6 +90,8 @@ __all__ = [
     "quiet_logger",
 ]
 
+BLOCK_RECLAIM_LEAD: Final = 1800.0
+"""EC2 begins terminating a Capacity Block's instances this many seconds before its end."""
 SPOT_WARNING_SECONDS: Final = 120.0
 """EC2 reclaims a spot instance two minutes after the interruption warning."""
 INTERRUPTION_RECONCILER: Final = "interruption"
@@ -198,6 +201,8 @@ def _prices(catalog: Catalog) -> Callable[[str, str, str], float | None]:
             fallback[key] = min(fallback.get(key, offering.price), offering.price)
 
     def price(instance_type: str, zone: str, capacity_type: str) -> float | None:
+        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+            return 0.0  # a reservation is paid for whether used or not: using it costs nothing
         found = exact.get((instance_type, zone, capacity_type))
         return found if found is not None else fallback.get((instance_type, capacity_type))
 
@@ -272,6 +277,7 @@ class Simulation:
         )
         account.start()
         try:
+            self._reservations(account)
             world = self._build(timeline, kube, recorder, account, CatalogSource(catalog, loader))
             self._world = world
             self._start_controllers()
@@ -370,6 +376,42 @@ class Simulation:
             logger=self._logger,
             registry=CollectorRegistry(auto_describe=True),
             timer=world.timeline.timer,
+        )
+
+    def _reservations(self, account: MotoCloud) -> None:
+        """The scenario's capacity reservations.
+
+        EC2 begins terminating a Capacity Block's instances 30 minutes before its end; an
+        ODCR's instances keep running as on-demand ones when it ends.
+        """
+        for spec in self.scenario.reservations:
+            reservation = SimReservation(
+                id=spec.id,
+                instance_type=spec.instance_type,
+                zone=spec.zone,
+                count=spec.count,
+                reservation_type=spec.reservation_type,
+                instance_match_criteria=spec.instance_match_criteria,
+                tags=dict(spec.tags),
+                end=spec.end,
+            )
+            account.add_reservation(reservation)
+            if spec.end is not None and spec.reservation_type == "capacity-block":
+                account.timeline.schedule(
+                    max(spec.end - BLOCK_RECLAIM_LEAD, 0.0),
+                    partial(self._reclaim_block, reservation),
+                    key=("reservation-reclaim", spec.id),
+                )
+
+    def _reclaim_block(self, reservation: SimReservation) -> None:
+        world = self.world
+        reclaimed = sorted(reservation.used)
+        for instance_id in reclaimed:
+            world.account.terminate(instance_id)
+        self._note(
+            "CapacityBlockReclaimed",
+            f"EC2 reclaimed Capacity Block {reservation.id} 30 minutes before its end "
+            f"({len(reclaimed)} instance(s) still running were terminated)",
         )
 
     def _start_controllers(self) -> None:

@@ -8,7 +8,8 @@ message names the step (index and time) and the field, e.g.::
     demo.yaml: spec.steps[3] (at 15m): capacityOutage.for: required value
 
 Besides the step kinds of the spec, ``karpenterNodes`` seeds nodes as Karpenter leaves them
-(:mod:`provisioner.simulation.adopt`), for migrations.
+(:mod:`provisioner.simulation.adopt`), for migrations, and ``spec.capacityReservations`` lists
+the account's capacity reservations (ODCRs and Capacity Blocks; :class:`ReservationSpec`).
 
 Inline ``apply`` documents and ``applyFile`` files are parsed here too, so a scenario that
 cannot be replayed is rejected before anything runs.
@@ -16,6 +17,7 @@ cannot be replayed is rejected before anything runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,8 @@ from provisioner.apis.duration import DurationError, parse_go_duration
 from provisioner.apis.labels import CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT
 from provisioner.simulation.kinds import is_deletable_kind, is_known_kind
 
+_RESERVATION_ID: Final = re.compile(r"cr-[0-9a-z]+")
+
 __all__ = [
     "API_VERSION",
     "KIND",
@@ -36,6 +40,7 @@ __all__ = [
     "DeleteStep",
     "KarpenterNode",
     "KarpenterNodesStep",
+    "ReservationSpec",
     "RestartControllerStep",
     "ScaleStep",
     "Scenario",
@@ -206,6 +211,31 @@ _ACTION_NAMES: Final[Mapping[type, str]] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReservationSpec:
+    """A capacity reservation of the simulated account (``spec.capacityReservations[]``).
+
+    Attributes:
+        id: ``cr-`` and lowercase hex/letters.
+        instance_type: the reserved type.
+        zone: its zone.
+        count: instances it holds.
+        reservation_type: ``default`` (ODCR) or ``capacity-block``.
+        instance_match_criteria: ``open`` or ``targeted`` (default).
+        tags: its tags (for ``capacityReservationSelectorTerms`` by tag).
+        end: virtual second it ends (``endsAfter``), None for never.
+    """
+
+    id: str
+    instance_type: str
+    zone: str
+    count: int
+    reservation_type: str = "default"
+    instance_match_criteria: str = "targeted"
+    tags: Mapping[str, str] = field(default_factory=dict)
+    end: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     """A validated scenario.
 
@@ -217,6 +247,7 @@ class Scenario:
         catalog: path of a catalog file, or None for the built-in catalog.
         node_startup: seconds from launch to a Ready node.
         steps: the steps, sorted by time (file order among equal times).
+        reservations: the account's capacity reservations.
     """
 
     name: str
@@ -226,6 +257,7 @@ class Scenario:
     catalog: Path | None = None
     node_startup: float = DEFAULT_NODE_STARTUP
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    reservations: tuple[ReservationSpec, ...] = ()
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -345,7 +377,15 @@ class _Reader:
         spec = self.mapping(root.get("spec"), "spec")
         self.only(
             spec,
-            ("region", "clusterName", "duration", "catalog", "nodeStartup", "steps"),
+            (
+                "region",
+                "clusterName",
+                "duration",
+                "catalog",
+                "nodeStartup",
+                "capacityReservations",
+                "steps",
+            ),
             "spec",
         )
         duration = self.duration(spec.get("duration"), "spec.duration")
@@ -361,6 +401,7 @@ class _Reader:
             catalog = self.base / catalog_text
             if not catalog.is_file():
                 raise self.fail("spec.catalog", f"no such file: {catalog}")
+        reservations = self.reservations(spec.get("capacityReservations"))
         raw_steps = spec.get("steps", [])
         if raw_steps is None:
             raw_steps = []
@@ -377,7 +418,70 @@ class _Reader:
             catalog=catalog,
             node_startup=node_startup,
             steps=tuple(steps),
+            reservations=reservations,
         )
+
+    def reservations(self, value: object) -> tuple[ReservationSpec, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.fail("spec.capacityReservations", f"must be a list, got {_type_name(value)}")
+        found: list[ReservationSpec] = []
+        for index, raw in enumerate(value):
+            path = f"spec.capacityReservations[{index}]"
+            entry = self.mapping(raw, path)
+            self.only(
+                entry,
+                (
+                    "id",
+                    "instanceType",
+                    "zone",
+                    "count",
+                    "type",
+                    "instanceMatchCriteria",
+                    "tags",
+                    "endsAfter",
+                ),
+                path,
+            )
+            ident = str(self.string(entry.get("id"), f"{path}.id"))
+            if not _RESERVATION_ID.fullmatch(ident):
+                raise self.fail(f"{path}.id", f"must match ^cr-[0-9a-z]+$, got {ident!r}")
+            if any(r.id == ident for r in found):
+                raise self.fail(f"{path}.id", f"duplicate reservation {ident}")
+            count = entry.get("count")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise self.fail(f"{path}.count", f"must be a positive integer, got {count!r}")
+            kind = entry.get("type", "default")
+            if kind not in ("default", "capacity-block"):
+                raise self.fail(f"{path}.type", f"must be default or capacity-block, got {kind!r}")
+            criteria = entry.get("instanceMatchCriteria", "targeted")
+            if criteria not in ("open", "targeted"):
+                raise self.fail(
+                    f"{path}.instanceMatchCriteria", f"must be open or targeted, got {criteria!r}"
+                )
+            tags = self.mapping(entry.get("tags") or {}, f"{path}.tags")
+            for key, tag in tags.items():
+                if not isinstance(tag, str):
+                    raise self.fail(f"{path}.tags.{key}", f"must be a string, got {tag!r}")
+            ends = entry.get("endsAfter")
+            if kind == "capacity-block" and ends is None:
+                raise self.fail(f"{path}.endsAfter", "required for a capacity-block")
+            found.append(
+                ReservationSpec(
+                    id=ident,
+                    instance_type=str(
+                        self.string(entry.get("instanceType"), f"{path}.instanceType")
+                    ),
+                    zone=str(self.string(entry.get("zone"), f"{path}.zone")),
+                    count=count,
+                    reservation_type=str(kind),
+                    instance_match_criteria=str(criteria),
+                    tags=dict(tags),
+                    end=None if ends is None else self.duration(ends, f"{path}.endsAfter"),
+                )
+            )
+        return tuple(found)
 
     def step(self, index: int, raw: object, duration: float) -> Step:
         self.where = f"spec.steps[{index}]"

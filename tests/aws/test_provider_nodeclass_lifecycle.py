@@ -41,6 +41,7 @@ def test_status_has_karpenters_conditions_and_resolved_resources(aws: AwsEnv) ->
         "SecurityGroupsReady": ("True", "SecurityGroupsReady"),
         "AMIsReady": ("True", "AMIsReady"),
         "InstanceProfileReady": ("True", "InstanceProfileReady"),
+        "CapacityReservationsReady": ("True", "CapacityReservationsReady"),
         "ValidationSucceeded": ("True", "ValidationSucceeded"),
         "Ready": ("True", "Ready"),
     }

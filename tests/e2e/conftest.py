@@ -24,9 +24,10 @@ from provisioner.simulation.wiring import manager_factory
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 TEST_FAMILIES = frozenset(
-    {"c6a", "c6i", "c7i", "m6a", "m6i", "m7i", "r6a", "r6i", "r7i", "g4dn", "g5", "g5g", "g6", "g6e"}
+    {"c6a", "c6i", "c7i", "m6a", "m6i", "m7i", "r6a", "r6i", "r7i"}
+    | {"g4dn", "g5", "g5g", "g6", "g6e", "p5"}
 )
-"""The families the bundled scenarios' NodePools pick from (amd64 c/m/r and NVIDIA g)."""
+"""The families the bundled scenarios' NodePools pick from (amd64 c/m/r, NVIDIA g and p5)."""
 _CATALOG: dict[str, Path] = {}
 
 

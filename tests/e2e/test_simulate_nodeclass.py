@@ -128,6 +128,7 @@ def test_the_ec2nodeclass_gets_status_conditions_and_the_finalizer() -> None:
         "SecurityGroupsReady": "True",
         "AMIsReady": "True",
         "InstanceProfileReady": "True",
+        "CapacityReservationsReady": "True",
         "ValidationSucceeded": "True",
         "Ready": "True",
     }

@@ -47,6 +47,7 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "adopt-from-karpenter",
         "controller-restart",
         "deployment-0-to-200",
+        "gang-on-reservation",
         "gpu-inference-walkthrough",
         "headroom",
         "kai-gang-8-gpus",

@@ -14,6 +14,7 @@ disruption.queue          NodeClaims (any change)                     1 s while 
 nodeclaim.disruption      NodeClaims (by name), NodePools (its claims) consolidateAfter, 5 min drift
 nodeclaim.podevents       Pods (bind/terminal/terminating/delete)     end of the 10 s dedupe
 nodeclaim.expiration      NodeClaims (by name)                        at expireAfter
+nodeclaim.capacity...     NodeClaims (added), EC2NodeClasses          at a block's end - 40 min
 interruption              (none; singleton)                           2 s poll, delete deadline
 ========================  ==========================================  =========================
 """
@@ -32,10 +33,11 @@ from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.podevents import PodEventsController
 from provisioner.controllers.interruption import InterruptionController, InterruptionSource
 from provisioner.controllers.nodeclaim.expiration import ExpirationController
+from provisioner.controllers.nodeclaim.reservationexpiry import ReservationExpirationController
 from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.protocol import WatchEvent, WatchEventType
-from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, PODS, Resource
+from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS, NODE_POOLS, PODS, Resource
 from provisioner.runtime.reconciler import Reconciler, Request
 
 __all__ = ["DisruptionControllers", "Wiring"]
@@ -98,6 +100,7 @@ class DisruptionControllers:
         self.conditions = NodeClaimDisruptionController(ports=ports, config=self.config)
         self.podevents = PodEventsController(ports=ports)
         self.expiration = ExpirationController(ports=ports)
+        self.reservation_expiration = ReservationExpirationController(ports=ports)
         self.interruption: InterruptionController | None = None
         if interruption is not None:
             self.interruption = InterruptionController(
@@ -121,6 +124,11 @@ class DisruptionControllers:
             ),
             Wiring(self.podevents, ((PODS, self.podevents.observe),), _none),
             Wiring(self.expiration, ((NODE_CLAIMS, _claim_added),), self._claims),
+            Wiring(
+                self.reservation_expiration,
+                ((NODE_CLAIMS, _added_singleton), (EC2_NODE_CLASSES, _any)),
+                _singleton,
+            ),
         ]
         if self.interruption is not None:
             wirings.append(Wiring(self.interruption, (), _singleton))
@@ -153,6 +161,10 @@ def _any(event: WatchEvent) -> list[Request]:
 
 def _claim_by_name(event: WatchEvent) -> list[Request]:
     return [] if event.type == WatchEventType.DELETED else [Request(name=_name(event))]
+
+
+def _added_singleton(event: WatchEvent) -> list[Request]:
+    return [Request()] if event.type == WatchEventType.ADDED else []
 
 
 def _claim_added(event: WatchEvent) -> list[Request]:

@@ -106,6 +106,36 @@ class Build:
     """Words the reasons of pods that get no capacity (NodePools, requirements, limits)."""
 
 
+def _charge_reservations(options: list[Option], nodes: Sequence[StateNode]) -> list[Option]:
+    """Reserved options less what in-flight NodeClaims pinned to their reservation will take.
+
+    A launched instance is already counted by the cloud provider; a NodeClaim created but not
+    yet launched is not, so it is charged here (options of a full reservation are dropped).
+    """
+    pending: dict[str, int] = defaultdict(int)
+    for state in nodes:
+        claim = state.claim
+        if state.node is not None or claim is None or state.deleting or claim.provider_id:
+            continue
+        reservation = state.labels.get(wk.LABEL_CAPACITY_RESERVATION_ID)
+        if reservation:
+            pending[reservation] += 1
+    if not pending:
+        return options
+    charged: list[Option] = []
+    for option in options:
+        offering = option.offering
+        taken = pending.get(offering.reservation_id or "", 0)
+        if taken and offering.reservation_capacity is not None:
+            left = offering.reservation_capacity - taken
+            if left <= 0:
+                continue
+            charged.append(replace(option, offering=replace(offering, reservation_capacity=left)))
+        else:
+            charged.append(option)
+    return charged
+
+
 @dataclass(slots=True)
 class _Pending:
     facts: PodFacts
@@ -124,7 +154,7 @@ def build_problem(view: ClusterView) -> Build:
         PodError: for a pod or DaemonSet whose spec cannot be read (names the object and field).
     """
     daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
-    options = enumerate_options(view.pools, daemons, view.region)
+    options = _charge_reservations(enumerate_options(view.pools, daemons, view.region), view.nodes)
     options_by_id = {o.id: o for o in options}
     build = Build(
         problem=Problem(bin_types=(), classes=()),
@@ -1217,6 +1247,7 @@ def _bin_types(
             capacity=dict(units[o.id]),
             price_micros=to_micros(o.price),
             gpus=o.instance_type.capacity.get(GPU, 0) // GPU_MILLI,
+            max_count=o.offering.reservation_capacity,
             limit_usage=dict(limit_usage[(o.pool.name, o.instance_type.name)]),
         )
         for o in sorted(kept, key=lambda o: (o.price, o.id))
@@ -1234,16 +1265,19 @@ def _undominated(members: Sequence[Option], units: Mapping[str, Mapping[str, int
     (spot first on a tie, as Karpenter prefers spot). ``units`` holds each option's capacity
     in solver units.
     """
+    # a reservation holds a limited count: it never hides the unlimited offerings behind it
+    limited = [o for o in members if o.offering.reservation_capacity is not None]
     cheapest: dict[str, Option] = {}
     for option in sorted(
         members, key=lambda o: (o.price, 0 if o.offering.capacity_type == "spot" else 1, o.id)
     ):
-        cheapest.setdefault(option.instance_type.name, option)
+        if option.offering.reservation_capacity is None:
+            cheapest.setdefault(option.instance_type.name, option)
     ordered = list(cheapest.values())
     vectors = [
         (o.instance_type.capacity.get(GPU, 0) // GPU_MILLI, *units[o.id].values()) for o in ordered
     ]
-    return [ordered[i] for i in _first_undominated(vectors)]
+    return limited + [ordered[i] for i in _first_undominated(vectors)]
 
 
 def _first_undominated(vectors: Sequence[tuple[int, ...]]) -> list[int]:

@@ -412,7 +412,10 @@ def _requirements(
     claim: NodeClaimPlan, nodepool: NodePool, pool: PoolTemplate, pods: Sequence[Pod]
 ) -> list[dict[str, Any]]:
     replaced = [wk.LABEL_INSTANCE_TYPE, wk.LABEL_CAPACITY_TYPE]
-    pin_zone = bool(claim.zone) and _pins_zone(pods)
+    # a reservation is zonal: a reserved NodeClaim is pinned to it and its zone
+    pin_zone = bool(claim.zone) and (bool(claim.reservation_id) or _pins_zone(pods))
+    if claim.reservation_id:
+        replaced.append(wk.LABEL_CAPACITY_RESERVATION_ID)
     if pin_zone:
         replaced.append(wk.LABEL_ZONE)
     nodeclass = Requirement.from_operator(
@@ -442,6 +445,14 @@ def _requirements(
     )
     if pin_zone:
         terms.append({"key": wk.LABEL_ZONE, "operator": "In", "values": [claim.zone]})
+    if claim.reservation_id:
+        terms.append(
+            {
+                "key": wk.LABEL_CAPACITY_RESERVATION_ID,
+                "operator": "In",
+                "values": [claim.reservation_id],
+            }
+        )
     return sorted(terms, key=lambda t: str(t["key"]))
 
 

@@ -76,7 +76,7 @@ class Option:
     """One concrete node that could be launched.
 
     Attributes:
-        id: ``pool/instance-type/zone/capacity-type``.
+        id: ``pool/instance-type/zone/capacity-type`` (``/reservation-id`` for a reservation).
         pool: the NodePool template.
         instance_type: the instance type.
         offering: the zone x capacity type offering (available).
@@ -97,6 +97,11 @@ class Option:
     def price(self) -> float:
         """Hourly price in US dollars."""
         return self.offering.price
+
+    @property
+    def reservation_id(self) -> str | None:
+        """The capacity reservation a ``reserved`` option launches into."""
+        return self.offering.reservation_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +158,11 @@ def enumerate_options(
                     wk.LABEL_ZONE: offering.zone,
                     wk.LABEL_CAPACITY_TYPE: offering.capacity_type,
                 }
+                if offering.reservation_id:
+                    labels[wk.LABEL_CAPACITY_RESERVATION_ID] = offering.reservation_id
+                    labels[wk.LABEL_CAPACITY_RESERVATION_TYPE] = (
+                        offering.reservation_type or "default"
+                    )
                 if not pool.requirements.matches(labels):
                     continue
                 if overhead is None:
@@ -160,7 +170,7 @@ def enumerate_options(
                 capacity = dict(subtract(instance_type.allocatable, overhead).items())
                 options.append(
                     Option(
-                        id=f"{pool.name}/{instance_type.name}/{offering.zone}/{offering.capacity_type}",
+                        id=f"{pool.name}/{instance_type.name}/{offering.key}",
                         pool=pool,
                         instance_type=instance_type,
                         offering=offering,

@@ -44,6 +44,8 @@ class NodeClaimPlan:
     min_values_relaxed: bool = False
     gangs: tuple[str, ...] = ()
     """The gangs (pod-group ids) whose members it carries: launched all together or not at all."""
+    reservation_id: str | None = None
+    """The capacity reservation a ``reserved`` NodeClaim launches into."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``nodeClaims[]`` entry of plan.md."""
@@ -57,6 +59,7 @@ class NodeClaimPlan:
             "pricePerHour": round(self.price_per_hour, PRICE_DIGITS),
             "requests": format_resource_list(self.requests),
             "pods": list(self.pods),
+            **({"capacityReservationID": self.reservation_id} if self.reservation_id else {}),
         }
 
 

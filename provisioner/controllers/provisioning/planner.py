@@ -301,13 +301,14 @@ def _take(queues: dict[str, list[PodFacts]], key: str, count: int) -> list[PodFa
 
 
 def _launch_target(option: Option) -> tuple[str, str, str]:
-    return (option.pool.name, option.offering.zone, option.offering.capacity_type)
+    # a reserved launch targets one reservation: its capacity type "is" the reservation
+    return (option.pool.name, option.offering.zone, option.offering.key.partition("/")[2])
 
 
 def _by_launch_target(
     options: Mapping[str, Option], *, best_effort: bool = False
 ) -> dict[tuple[str, str, str], _TargetIndex]:
-    """Options grouped by what one NodeClaim launch shares: pool, zone and capacity type."""
+    """Options grouped by what one NodeClaim launch shares: pool, zone, capacity type."""
     groups: dict[tuple[str, str, str], list[Option]] = {}
     for option in options.values():
         groups.setdefault(_launch_target(option), []).append(option)
@@ -458,6 +459,7 @@ def _node_claim(
         capacity_type=cheapest.offering.capacity_type,
         zone=cheapest.offering.zone,
         price_per_hour=cheapest.price,
+        reservation_id=cheapest.reservation_id,
         requests=requests,
         pods=tuple(pod.key for pod in pods),
         min_values_relaxed=listing.relaxed,

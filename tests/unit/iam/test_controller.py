@@ -50,14 +50,25 @@ def test_left_out_on_purpose(demo):
     docs = [p.document for p in controller_policies(demo)]
     for action in (
         "arc-zonal-shift:GetManagedResource",
-        "ec2:DescribeCapacityReservations",
         "ec2:DescribePlacementGroups",
         "ec2:DescribeAvailabilityZones",
         "ec2:DescribeInstanceStatus",
     ):
         assert not is_allowed(docs, action)
     resources = [r for s in _statements(demo) for r in s.resources]
-    assert not [r for r in resources if "capacity-reservation" in r or "placement-group" in r]
+    assert not [r for r in resources if "placement-group" in r]
+
+
+def test_launches_may_target_capacity_reservations_shared_by_any_account(demo):
+    assert is_allowed(
+        [p.document for p in controller_policies(demo)], "ec2:DescribeCapacityReservations"
+    )
+    [stmt] = [
+        s
+        for s in _statements(demo)
+        if "arn:aws:ec2:us-east-1:*:capacity-reservation/*" in s.resources
+    ]
+    assert set(stmt.actions) == {"ec2:RunInstances", "ec2:CreateFleet"}
 
 
 def test_terminate_instances_only_on_owned_nodepool_instances(demo):
