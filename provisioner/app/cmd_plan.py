@@ -7,9 +7,11 @@ input, with a message on standard error naming the file, the document and the fi
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
@@ -108,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
 class _Inputs:
     objects: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     raw_groups: list[Mapping[str, Any]] = field(default_factory=list)
+    """Pod-group objects (pods are validated once, as they are classified)."""
     cluster: list[Mapping[str, Any]] = field(default_factory=list)
     """Every document the cluster state takes, as read."""
 
@@ -129,6 +132,49 @@ def plan_files(
     ``time_limit`` None: the default 5 s, with the planner's adaptive budget; a number: that
     budget, as asked.
     """
+    with _collector_paused():
+        return _plan_files(
+            files,
+            catalog_path=catalog_path,
+            region=region,
+            time_limit=time_limit,
+            policy=policy,
+            stderr=stderr,
+            stdin=stdin,
+            deterministic_time=deterministic_time,
+            random_seed=random_seed,
+        )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while the input is read and planned.
+
+    Reading builds hundreds of thousands of long-lived objects; the collector's passes over
+    them took as long as the reading itself (10k pods: 2.7 s of 3.5 s). Nearly all of it is
+    freed by reference counting; the collector runs again afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _plan_files(
+    files: Sequence[str],
+    *,
+    catalog_path: str | None,
+    region: str,
+    time_limit: float | None,
+    policy: str,
+    stderr: TextIO,
+    stdin: TextIO | None,
+    deterministic_time: float | None,
+    random_seed: int,
+) -> Any:
     from provisioner.app.manifests import ManifestError, load_documents  # noqa: PLC0415
 
     try:
@@ -192,8 +238,6 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
             raise InputError(f"{document.where}: {error}") from error
         inputs.objects.setdefault(role, []).append((document.where, parsed))
         inputs.cluster.append(document.body)
-        if role == "pods":
-            inputs.raw_groups.append(document.body)
     return inputs
 
 
