@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="optimiser budget (default: 5, stopping earlier on a budget that grows with the pods)",
+        help="optimiser time cap (default: 5; stops earlier on a budget growing with the pods)",
     )
     parser.add_argument(
         "--policy",
@@ -129,8 +129,8 @@ def plan_files(
 ) -> Any:
     """Read the manifests and the catalog and plan; raise :class:`InputError` on bad input.
 
-    ``time_limit`` None: the default 5 s, with the planner's adaptive budget; a number: that
-    budget, as asked.
+    ``time_limit`` None: the default 5 s; a number: at most that (the planner's adaptive
+    budget stops it earlier either way, see :func:`planner_config`).
     """
     with _collector_paused():
         return _plan_files(
@@ -182,21 +182,42 @@ def _plan_files(
     except ManifestError as error:
         raise InputError(str(error)) from error
     inputs = _classify(documents, stderr)
-    from provisioner.controllers.provisioning.planner import PlannerConfig  # noqa: PLC0415
     from provisioner.controllers.provisioning.podfacts import PodError  # noqa: PLC0415
 
-    config = PlannerConfig(
-        policy="greedy" if policy == "greedy" else "jointer",
-        time_limit_seconds=_DEFAULT_TIME_LIMIT if time_limit is None else time_limit,
-        adaptive_budget=time_limit is None,
-        num_workers=1 if deterministic_time is not None else 2,
-        random_seed=random_seed,
+    config = planner_config(
+        time_limit,
+        policy=policy,
         deterministic_time=deterministic_time,
+        random_seed=random_seed,
     )
     try:
         return _decide(inputs, config, catalog_path=catalog_path, region=region, stderr=stderr)
     except PodError as error:
         raise InputError(_located(str(error), inputs)) from error
+
+
+def planner_config(
+    time_limit: float | None,
+    *,
+    policy: str = "jointer",
+    deterministic_time: float | None = None,
+    random_seed: int = 0,
+) -> Any:
+    """The planner settings of `jointer plan`.
+
+    ``time_limit`` is a cap, not a floor: with or without it the planning step stops early on
+    its adaptive budget (``solver.cpsat.budget_seconds``); None means the default 5 s.
+    """
+    from provisioner.controllers.provisioning.planner import PlannerConfig  # noqa: PLC0415
+
+    return PlannerConfig(
+        policy="greedy" if policy == "greedy" else "jointer",
+        time_limit_seconds=_DEFAULT_TIME_LIMIT if time_limit is None else time_limit,
+        adaptive_budget=True,
+        num_workers=1 if deterministic_time is not None else 2,
+        random_seed=random_seed,
+        deterministic_time=deterministic_time,
+    )
 
 
 def _located(message: str, inputs: _Inputs) -> str:

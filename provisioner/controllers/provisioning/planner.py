@@ -58,8 +58,8 @@ class PlannerConfig:
         policy: ``jointer`` (optimiser) or ``greedy`` (Karpenter-style first-fit-decreasing).
         time_limit_seconds: the optimiser's wall-clock budget.
         adaptive_budget: stop on the solver's own budget, which grows with the pending pods
-            (``solver.cpsat.budget_seconds``), when it comes before the time limit; off when
-            the caller asked for a time limit of its own.
+            (``solver.cpsat.budget_seconds``), when it comes before the time limit (which
+            is a cap, not a floor).
         num_workers: CP-SAT workers.
         random_seed: CP-SAT seed.
         deterministic_time: CP-SAT deterministic budget (tests), or None.
