@@ -7,11 +7,9 @@ input, with a message on standard error naming the file, the document and the fi
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
@@ -132,7 +130,11 @@ def plan_files(
     ``time_limit`` None: the default 5 s; a number: at most that (the planner's adaptive
     budget stops it earlier either way, see :func:`planner_config`).
     """
-    with _collector_paused():
+    from provisioner.kube.bulk import collector_paused  # noqa: PLC0415
+
+    # reading builds hundreds of thousands of long-lived objects (10k pods: 2.7 s of 3.5 s
+    # went to the collector's passes over them)
+    with collector_paused():
         return _plan_files(
             files,
             catalog_path=catalog_path,
@@ -144,23 +146,6 @@ def plan_files(
             deterministic_time=deterministic_time,
             random_seed=random_seed,
         )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while the input is read and planned.
-
-    Reading builds hundreds of thousands of long-lived objects; the collector's passes over
-    them took as long as the reading itself (10k pods: 2.7 s of 3.5 s). Nearly all of it is
-    freed by reference counting; the collector runs again afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _plan_files(
