@@ -109,8 +109,8 @@ class _Inputs:
     objects: dict[str, list[tuple[str, Any]]] = field(default_factory=dict)
     raw_groups: list[Mapping[str, Any]] = field(default_factory=list)
     """Pod-group objects (pods are validated once, as they are classified)."""
-    cluster: list[Mapping[str, Any]] = field(default_factory=list)
-    """Every document the cluster state takes, as read."""
+    cluster: list[Any] = field(default_factory=list)
+    """Every document the cluster state takes, as read (pods as parsed models)."""
 
 
 def plan_files(
@@ -243,7 +243,8 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         except ApiValidationError as error:
             raise InputError(f"{document.where}: {error}") from error
         inputs.objects.setdefault(role, []).append((document.where, parsed))
-        inputs.cluster.append(document.body)
+        # pods are validated once: the cluster state takes the parsed model
+        inputs.cluster.append(parsed if role == "pods" else document.body)
     return inputs
 
 
@@ -294,11 +295,13 @@ def _decide(
     return decide(snapshot, pools, planner=config, region=region)
 
 
-def load_snapshot(documents: Sequence[Mapping[str, Any]], now: Any = None) -> Any:
+def load_snapshot(documents: Sequence[Any], now: Any = None) -> Any:
     """A cluster state snapshot of ``documents``, as the controller's cache would hold it.
 
-    A pending pod whose ``status.nominatedNodeName`` names one of the NodeClaims is nominated
-    to it (how a snapshot of a running cluster carries the provisioner's nominations).
+    ``documents`` are decoded objects, or already parsed pods (:class:`~provisioner.apis.core.
+    Pod`), which are not validated again. A pending pod whose ``status.nominatedNodeName``
+    names one of the NodeClaims is nominated to it (how a snapshot of a running cluster
+    carries the provisioner's nominations).
     """
     from provisioner.apis.base import parse_object  # noqa: PLC0415
     from provisioner.apis.core import Pod  # noqa: PLC0415
@@ -307,18 +310,26 @@ def load_snapshot(documents: Sequence[Mapping[str, Any]], now: Any = None) -> An
 
     clock = FakeClock(now) if now is not None else SystemClock()
     state = ClusterState(clock=clock)
-    for body in documents:
-        state.apply_object(dict(body))
+    nominated: list[tuple[str, Any]] = []
+    for document in documents:
+        if isinstance(document, Pod):
+            state.put_pod(document)
+            target = document.status.nominated_node_name if document.status else ""
+        else:
+            state.apply_object(dict(document))
+            if document.get("kind") != "Pod":
+                continue
+            target = str((document.get("status") or {}).get("nominatedNodeName") or "")
+        if target:
+            nominated.append((target, document))
     claims = {claim.name for claim in state.node_claims()}
     at = clock.now()
-    for body in documents:
-        if body.get("kind") != "Pod":
+    for target, document in nominated:
+        if target not in claims:
             continue
-        target = str((body.get("status") or {}).get("nominatedNodeName") or "")
-        if target in claims:
-            pod = parse_object(Pod, body, kind="Pod")
-            if not pod.spec.node_name:
-                state.nominate(pod, target, until=at + NOMINATION_WINDOW)
+        pod = document if isinstance(document, Pod) else parse_object(Pod, document, kind="Pod")
+        if not pod.spec.node_name:
+            state.nominate(pod, target, until=at + NOMINATION_WINDOW)
     return state.snapshot(at)
 
 

@@ -347,6 +347,12 @@ class ClusterState:
                 self._upsert_safely(kind, obj)
             self._touch()
 
+    def put_pod(self, pod: Pod) -> None:
+        """Add or replace one pod already validated (``apply_object`` without parsing it again)."""
+        with self._lock:
+            self._ix.pods[_pod_key(pod.metadata.namespace, pod.metadata.name)] = pod
+            self._touch()
+
     def _touch(self) -> None:
         self._generation += 1
         self.changed_at = self._clock.now()
