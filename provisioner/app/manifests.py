@@ -150,6 +150,9 @@ def load_yaml_documents(text: str) -> list[object]:
         while loader.check_node():
             node = loader.get_node()
             documents.append(None if node is None else _Constructor(loader).build(node))
+            # what PyYAML's construct_document resets after each document
+            loader.constructed_objects = {}
+            loader.recursive_objects = {}
         return documents
     finally:
         loader.dispose()
