@@ -258,3 +258,37 @@ def test_weighted_pool_falls_through_when_its_limits_run_out(
     assert pods["general"] > 0
     # on-demand is filled up to its limit of 100 CPUs (its smallest types have 2)
     assert 98_000 < cpus <= 100_000
+
+
+def test_each_pod_is_validated_once_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading the input validates every pod once (not once per consumer), collector off."""
+    import gc  # noqa: PLC0415
+
+    from provisioner.apis.core import Pod  # noqa: PLC0415
+    from provisioner.app import manifests  # noqa: PLC0415
+
+    example = EXAMPLES[0].parent / "mixed-web-batch.yaml"
+    pods = sum(1 for o in _objects(example) if o.get("kind") == "Pod")
+    validated: list[str] = []
+    real_validate = Pod.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Pod], /, data: Any, **kwargs: Any) -> Pod:
+        validated.append(str(data.get("metadata", {}).get("name")))
+        return real_validate(cls, data, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Pod, "model_validate", classmethod(counting))
+    collector: list[bool] = []
+    real_load = manifests.load_documents
+
+    def loading(*args: Any, **kwargs: Any) -> Any:
+        collector.append(gc.isenabled())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(manifests, "load_documents", loading)
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    assert main(["plan", "-f", str(example), "--time-limit", "1", "-o", "json"]) == 0
+    assert len(validated) == pods
+    assert collector == [False]
+    assert gc.isenabled()
