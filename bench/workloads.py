@@ -16,6 +16,11 @@
 * ``gpu_gangs`` — KAI-style gangs and fractional-GPU pods with shapes drawn from the Alibaba
   openb GPU trace (Weng et al., USENIX ATC 2023), on the built-in us-east-1 catalog.
 * ``adversarial`` — GPU pods that first-fit-decreasing packs onto one oversized node.
+* ``constraint_mix`` — a second diverse mix, generated independently of Karpenter's: services
+  in groups of unequal size with required or preferred hostname anti-affinity and zone spreads
+  of skew 1 to 3, zonal co-location groups, memory-heavy pods on a tainted pool, spot-only
+  batch pods on another, generic pods preferring a zone; log-normal requests; three pools on
+  a generated catalog of compute, general and memory families over four zones.
 """
 
 from __future__ import annotations
@@ -418,3 +423,219 @@ def weighted_limits(count: int, seed: int = 1) -> Workload:
         "spot", [*requirements, {"key": capacity_type, "operator": "In", "values": ["spot"]}]
     )
     return Workload(f"weighted-limits-{count}", [on_demand, spot, *pods], meta={"limits": limits})
+
+
+MIX_ZONES = ("mix-zone-a", "mix-zone-b", "mix-zone-c", "mix-zone-d")
+_FAMILIES = (("c", 2, 0.0340), ("m", 4, 0.0384), ("r", 8, 0.0504))
+"""(instance category, GiB per vCPU, on-demand price per vCPU-hour)."""
+_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96)
+_CATEGORY = "karpenter.k8s.aws/instance-category"
+
+
+def mix_catalog() -> Obj:
+    """A generated catalog: compute, general and memory families of 11 sizes on four zones.
+
+    Zone k costs 2k % more; spot (about 35 % of on-demand, cheaper in bigger sizes) is offered
+    in three zones. Pods per node: 8 per vCPU, at most 250.
+    """
+    types = []
+    for category, gib_per_cpu, per_cpu in _FAMILIES:
+        for cpu in _SIZES:
+            memory_gi = cpu * gib_per_cpu
+            price = per_cpu * cpu
+            pods = min(250, 8 * cpu + 2)
+            offerings = [
+                {
+                    "zone": zone,
+                    "capacityType": capacity_type,
+                    "price": round(price * (1 + 0.02 * k) * factor, 6),
+                    "available": True,
+                }
+                for k, zone in enumerate(MIX_ZONES)
+                for capacity_type, factor in (
+                    ("on-demand", 1.0),
+                    *((("spot", 0.38 - 0.002 * cpu**0.5),) if k < 3 else ()),
+                )
+            ]
+            types.append(
+                {
+                    "name": f"{category}9.{cpu}x",
+                    "labels": {
+                        "kubernetes.io/arch": "amd64",
+                        "kubernetes.io/os": "linux",
+                        _CATEGORY: category,
+                    },
+                    "capacity": {"cpu": str(cpu), "memory": f"{memory_gi}Gi", "pods": str(pods)},
+                    "allocatable": {
+                        "cpu": f"{cpu * 1000 - 60 - 10 * cpu}m",
+                        "memory": f"{memory_gi * 1024 - 255 - 11 * pods}Mi",
+                        "pods": str(pods),
+                    },
+                    "offerings": offerings,
+                }
+            )
+    return {
+        "apiVersion": "jointer.dev/v1alpha1",
+        "kind": "InstanceCatalog",
+        "region": "test",
+        "instanceTypes": types,
+    }
+
+
+def _lognormal_requests(
+    rng: random.Random, cpu_median: float, gib_per_cpu: float, *, cap: float = 8.0
+) -> dict[str, str]:
+    """CPU log-normal around ``cpu_median`` (25m steps), memory around ``gib_per_cpu``."""
+    cpu = min(cap, max(0.05, rng.lognormvariate(0, 0.8) * cpu_median))
+    cpu_milli = max(25, round(cpu * 40) * 25)
+    memory_mi = max(64, round(cpu_milli / 1000 * gib_per_cpu * 1024 * rng.uniform(0.6, 1.5)))
+    return {"cpu": f"{cpu_milli}m", "memory": f"{memory_mi // 16 * 16}Mi"}
+
+
+def _spread(key: str, skew: int, selector: dict[str, str], *, hard: bool) -> Obj:
+    return {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
+        "labelSelector": {"matchLabels": selector},
+    }
+
+
+def _pod_term(selector: dict[str, str], key: str) -> Obj:
+    return {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
+
+
+_ZONE = "topology.kubernetes.io/zone"
+_HOST = "kubernetes.io/hostname"
+
+
+def _mix_group(rng: random.Random, kind: str, group: int, size: int) -> Iterator[Obj]:
+    """One group of ``size`` pods of ``kind`` (their own labels and constraints)."""
+    app = f"{kind}-{group}"
+    selector = {"svc": app}
+    labels = {"svc": app, "tier": kind}
+    spec: Obj = {}
+    namespace = "default"
+    if kind == "service":
+        # a Deployment: preferred or required spread over hosts, a zone spread of skew 1-3
+        cpu, ratio = rng.choice(((0.25, 1.0), (0.5, 2.0), (1.0, 2.0), (2.0, 4.0)))
+        term = _pod_term(selector, _HOST)
+        anti = (
+            {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            if rng.random() < 0.4
+            else {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": term}
+                ]
+            }
+        )
+        spec["affinity"] = {"podAntiAffinity": anti}
+        spec["topologySpreadConstraints"] = [
+            _spread(_ZONE, rng.choice((1, 1, 2, 3)), selector, hard=rng.random() < 0.6)
+        ]
+    elif kind == "colocated":
+        # a cache and its clients: every member in the zone of the first
+        cpu, ratio = 0.5, 3.0
+        spec["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_pod_term(selector, _ZONE)]
+            }
+        }
+    elif kind == "memory":
+        cpu, ratio = 1.0, 8.0
+        namespace = "data"
+        spec["nodeSelector"] = {_CATEGORY: "r"}
+        spec["tolerations"] = [
+            {"key": "workload", "operator": "Equal", "value": "memory", "effect": "NoSchedule"}
+        ]
+        spec["topologySpreadConstraints"] = [_spread(_HOST, 2, selector, hard=False)]
+    elif kind == "batch":
+        cpu, ratio = 1.5, 2.5
+        namespace = "batch"
+        spec["tolerations"] = [{"key": "batch", "operator": "Exists", "effect": "NoSchedule"}]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "karpenter.sh/capacity-type",
+                                    "operator": "In",
+                                    "values": ["spot"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    else:
+        # generic pods, preferring one zone
+        cpu, ratio = 0.3, 2.0
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": _ZONE, "operator": "In", "values": [rng.choice(MIX_ZONES)]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+    requests = _lognormal_requests(rng, cpu, ratio)
+    for member in range(size):
+        if kind in ("batch", "generic"):
+            requests = _lognormal_requests(rng, cpu, ratio)
+        yield pod(f"{app}-{member}", requests, namespace=namespace, labels=labels, spec=spec)
+
+
+_MIX_KINDS = (
+    # (kind, share of the pods, group sizes)
+    ("service", 0.35, (2, 3, 4, 6, 10, 16, 24, 40)),
+    ("colocated", 0.10, (2, 3, 5, 8)),
+    ("memory", 0.15, (1, 2, 4)),
+    ("batch", 0.25, (10, 25, 50, 100)),
+    ("generic", 0.15, (20, 50)),
+)
+
+
+def constraint_mix(count: int, seed: int = 7) -> Workload:
+    """A diverse mix generated independently of ``karpenter_diverse`` (see the module doc)."""
+    rng = random.Random(seed)
+    on_demand = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    general = nodepool(
+        "general",
+        [{"key": _CATEGORY, "operator": "In", "values": ["c", "m"]}, on_demand],
+        weight=10,
+    )
+    memory = nodepool(
+        "memory",
+        [{"key": _CATEGORY, "operator": "In", "values": ["r"]}],
+        template_spec={"taints": [{"key": "workload", "value": "memory", "effect": "NoSchedule"}]},
+    )
+    batch = nodepool(
+        "batch",
+        [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+        template_spec={"taints": [{"key": "batch", "value": "true", "effect": "NoSchedule"}]},
+    )
+    pods: list[Obj] = []
+    groups = 0
+    for kind, share, sizes in _MIX_KINDS:
+        target = round(count * share)
+        made = 0
+        while made < target:
+            size = min(rng.choice(sizes), target - made)
+            pods.extend(_mix_group(rng, kind, groups, size))
+            made += size
+            groups += 1
+    while len(pods) < count:
+        pods.extend(_mix_group(rng, "generic", groups, count - len(pods)))
+        groups += 1
+    rng.shuffle(pods)
+    objects = [general, memory, batch, *pods[:count]]
+    return Workload(f"constraint-mix-{count}", objects, mix_catalog())

@@ -11,8 +11,9 @@ class SolverConfig:
     """How hard and how reproducibly to optimise.
 
     Attributes:
-        time_limit_seconds: wall-clock budget for the whole ``solve`` (greedy, column
-            generation, CP-SAT); the best plan so far is returned when it runs out.
+        time_limit_seconds: wall-clock cap for the whole ``solve`` (greedy, column
+            generation, CP-SAT); the best plan so far is returned when it runs out. A cap,
+            not a floor: with ``adaptive_budget`` a large limit still stops early.
         num_workers: CP-SAT search workers (1 for reproducible tests).
         random_seed: CP-SAT seed.
         deterministic_time: CP-SAT ``max_deterministic_time`` (reproducible budget), or None.

@@ -18,6 +18,32 @@ import yaml
 
 __all__ = ["Document", "ManifestError", "load_documents"]
 
+_BASE_LOADER: Final[type[Any]] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's C loader when PyYAML was built with it (ten times faster), else the pure one."""
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[misc]
+    """The safe loader, resolving each distinct plain scalar's type once per stream."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._plain: dict[str, str] = {}
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
+        """The tag of an untagged node (PyYAML's rules; cached for plain scalars)."""
+        if kind is yaml.ScalarNode and implicit[0]:
+            tag = self._plain.get(value)
+            if tag is None:
+                tag = self._plain[value] = super().resolve(kind, value, implicit)
+            return tag
+        return str(super().resolve(kind, value, implicit))
+
+
+_STR: Final = "tag:yaml.org,2002:str"
+_MAP: Final = "tag:yaml.org,2002:map"
+_SEQ: Final = "tag:yaml.org,2002:seq"
+_MERGE: Final = "tag:yaml.org,2002:merge"
+
 MANIFEST_SUFFIXES: Final = (".yaml", ".yml", ".json")
 STDIN: Final = "-"
 
@@ -96,7 +122,7 @@ def _parse(source: str, text: str) -> Iterator[Document]:
             raise ManifestError(f"{source}: invalid JSON: {exc}") from exc
     else:
         try:
-            raw_docs = list(yaml.safe_load_all(text))
+            raw_docs = load_yaml_documents(text)
         except yaml.YAMLError as exc:
             raise ManifestError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from exc
     index = 0
@@ -106,6 +132,63 @@ def _parse(source: str, text: str) -> Iterator[Document]:
         for body in _expand_lists(source, index, raw):
             yield Document(source, index, body)
         index += 1
+
+
+def load_yaml_documents(text: str) -> list[object]:
+    """Every document of ``text``, exactly as ``yaml.safe_load_all`` reads them.
+
+    The (C) composer builds the node trees; plain maps, lists and strings are then built
+    directly, and everything else (numbers, booleans, timestamps, merge keys, unhashable keys)
+    goes through PyYAML's safe constructor. A third of the time of ``safe_load_all``.
+
+    Raises:
+        yaml.YAMLError: invalid YAML.
+    """
+    loader = _Loader(text)
+    try:
+        documents: list[object] = []
+        while loader.check_node():
+            node = loader.get_node()
+            documents.append(None if node is None else _Constructor(loader).build(node))
+            # what PyYAML's construct_document resets after each document
+            loader.constructed_objects = {}
+            loader.recursive_objects = {}
+        return documents
+    finally:
+        loader.dispose()
+
+
+class _Constructor:
+    """Builds Python objects from composed YAML nodes (see :func:`load_yaml_documents`)."""
+
+    def __init__(self, loader: Any) -> None:
+        self._safe = loader
+        self._built: dict[int, object] = {}
+        """Containers by node id within one document: aliases share one object, as in PyYAML."""
+
+    def build(self, node: yaml.Node) -> object:
+        """The Python value of ``node``."""
+        if isinstance(node, yaml.ScalarNode):
+            return node.value if node.tag == _STR else self._safe.construct_object(node, deep=True)
+        built = self._built.get(id(node))
+        if built is not None:
+            return built
+        if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+            mapping: dict[Any, object] = {}
+            self._built[id(node)] = mapping
+            for key_node, value_node in node.value:
+                key = None if key_node.tag == _MERGE else self.build(key_node)
+                if not isinstance(key, str | int | float | bool):
+                    del self._built[id(node)]
+                    return self._safe.construct_object(node, deep=True)
+                mapping[key] = self.build(value_node)
+            return mapping
+        if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+            sequence: list[object] = []
+            self._built[id(node)] = sequence
+            sequence.extend(self.build(item) for item in node.value)
+            return sequence
+        return self._safe.construct_object(node, deep=True)
 
 
 def _expand_lists(source: str, index: int, raw: object) -> Iterator[Mapping[str, Any]]:

@@ -14,13 +14,13 @@ an injected waiting function. The steps:
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from provisioner.kube.bulk import collector_paused, copy_json
 from provisioner.kube.errors import GoneError, KubeApiError
 from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import Resource
@@ -151,12 +151,12 @@ class Informer:
         """A copy of the cached object, or `None`."""
         with self._lock:
             obj = self._cache.get((namespace or "", name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return copy_json(obj) if obj is not None else None
 
     def items(self) -> list[JsonObject]:
         """Copies of all cached objects, sorted by (namespace, name)."""
         with self._lock:
-            return [copy.deepcopy(obj) for _, obj in sorted(self._cache.items())]
+            return [copy_json(obj) for _, obj in sorted(self._cache.items())]
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -192,6 +192,10 @@ class Informer:
     # -- internals ---------------------------------------------------------------------------
 
     def _relist(self) -> None:
+        with collector_paused():
+            self._relist_paused()
+
+    def _relist_paused(self) -> None:
         listed = self._kube.list(
             self._resource, namespace=self._namespace, label_selector=self._label_selector
         )
@@ -245,15 +249,15 @@ class Informer:
 
     def _emit_add(self, obj: JsonObject) -> None:
         if self._on_add is not None:
-            self._on_add(copy.deepcopy(obj))
+            self._on_add(copy_json(obj))
 
     def _emit_update(self, old: JsonObject, new: JsonObject) -> None:
         if self._on_update is not None:
-            self._on_update(copy.deepcopy(old), copy.deepcopy(new))
+            self._on_update(copy_json(old), copy_json(new))
 
     def _emit_delete(self, obj: JsonObject) -> None:
         if self._on_delete is not None:
-            self._on_delete(copy.deepcopy(obj))
+            self._on_delete(copy_json(obj))
 
 
 def _rv(obj: JsonObject) -> str:

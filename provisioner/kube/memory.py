@@ -27,7 +27,6 @@ made it, without threads or polling. For tests, `fail_next` injects one-shot err
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 import uuid
@@ -38,6 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from provisioner.apis.core import is_terminal
+from provisioner.kube.bulk import copy_json
 from provisioner.kube.errors import (
     AlreadyExistsError,
     BadRequestError,
@@ -215,7 +215,7 @@ class InMemoryKube:
         """Read one object (see `KubeClient.get`)."""
         with self._lock:
             self._enter("get", resource, namespace, name)
-            return copy.deepcopy(self._stored(resource, namespace, name))
+            return copy_json(self._stored(resource, namespace, name))
 
     def list(
         self,
@@ -231,7 +231,7 @@ class InMemoryKube:
         with self._lock:
             self._enter("list", resource, namespace, None)
             items = [
-                copy.deepcopy(obj)
+                copy_json(obj)
                 for (ns, _), obj in sorted(self._objects.get(resource, {}).items())
                 if (namespace is None or not resource.namespaced or ns == namespace)
                 and labels.matches(obj["metadata"].get("labels"))
@@ -264,7 +264,7 @@ class InMemoryKube:
             if resource_version in {None, "", "0"}:
                 cursor = self._rv
                 initial = [
-                    WatchEvent(WatchEventType.ADDED, copy.deepcopy(obj))
+                    WatchEvent(WatchEventType.ADDED, copy_json(obj))
                     for (ns, _), obj in sorted(self._objects.get(resource, {}).items())
                     if (namespace is None or not resource.namespaced or ns == namespace)
                     and selector.matches(obj["metadata"].get("labels"))
@@ -383,7 +383,7 @@ class InMemoryKube:
                     f'already assigned to node "{bound}"',
                     reason="Conflict",
                 )
-            updated = copy.deepcopy(current)
+            updated = copy_json(current)
             updated.setdefault("spec", {})["nodeName"] = node
             conditions = [
                 c
@@ -484,7 +484,7 @@ class InMemoryKube:
     def _create_locked(
         self, resource: Resource, body: Mapping[str, Any], namespace: str | None
     ) -> JsonObject:
-        obj: JsonObject = copy.deepcopy(dict(body))
+        obj: JsonObject = copy_json(dict(body))
         metadata = obj.setdefault("metadata", {})
         if resource.namespaced:
             given = metadata.get("namespace")
@@ -527,7 +527,7 @@ class InMemoryKube:
             obj.pop("status", None)
         self._objects.setdefault(resource, {})[key] = obj
         self._record(resource, WatchEventType.ADDED, obj, None)
-        return copy.deepcopy(obj)
+        return copy_json(obj)
 
     def _commit(
         self,
@@ -538,7 +538,7 @@ class InMemoryKube:
         bump_generation: bool = True,
     ) -> JsonObject:
         if updated == current:
-            return copy.deepcopy(current)
+            return copy_json(current)
         metadata = updated["metadata"]
         if bump_generation and _body_without(updated, "metadata", "status") != _body_without(
             current, "metadata", "status"
@@ -558,7 +558,7 @@ class InMemoryKube:
         else:
             self._objects[resource][key] = updated
             self._record(resource, WatchEventType.MODIFIED, updated, current)
-        return copy.deepcopy(updated)
+        return copy_json(updated)
 
     def _grace_seconds(self, resource: Resource, obj: JsonObject, requested: int | None) -> int:
         if resource != PODS or not self._graceful_pods:
@@ -600,14 +600,14 @@ class InMemoryKube:
             return
         if not metadata.get("finalizers") and grace == 0:
             self._rv += 1
-            gone = copy.deepcopy(current)
+            gone = copy_json(current)
             gone["metadata"]["resourceVersion"] = str(self._rv)
             del self._objects[resource][
                 self._key(resource, metadata.get("namespace"), metadata["name"])
             ]
             self._record(resource, WatchEventType.DELETED, gone, current)
             return
-        updated = copy.deepcopy(current)
+        updated = copy_json(current)
         updated["metadata"]["deletionTimestamp"] = format_time(
             self._clock() + timedelta(seconds=grace)
         )
@@ -622,8 +622,8 @@ class InMemoryKube:
         previous: JsonObject | None,
     ) -> None:
         history = self._history.setdefault(resource, deque())
-        snapshot = copy.deepcopy(obj)
-        history.append(_Change(self._rv, kind, snapshot, copy.deepcopy(previous)))
+        snapshot = copy_json(obj)
+        history.append(_Change(self._rv, kind, snapshot, copy_json(previous)))
         while len(history) > self._window:
             dropped = history.popleft()
             self._compacted[resource] = dropped.resource_version
@@ -644,7 +644,7 @@ class InMemoryKube:
                     resource, event = self._pending.popleft()
                     subscribers = list(self._subscribers)
                 for subscriber in subscribers:
-                    subscriber(resource, WatchEvent(event.type, copy.deepcopy(event.object)))
+                    subscriber(resource, WatchEvent(event.type, copy_json(event.object)))
         finally:
             with self._lock:
                 self._dispatching = False
@@ -678,13 +678,13 @@ class InMemoryKube:
 
         now_matches = matches(change.object)
         if change.type != WatchEventType.MODIFIED:
-            return WatchEvent(change.type, copy.deepcopy(change.object)) if now_matches else None
+            return WatchEvent(change.type, copy_json(change.object)) if now_matches else None
         before = matches(change.previous)
         if now_matches:
             kind = WatchEventType.MODIFIED if before else WatchEventType.ADDED
-            return WatchEvent(kind, copy.deepcopy(change.object))
+            return WatchEvent(kind, copy_json(change.object))
         if before:
-            return WatchEvent(WatchEventType.DELETED, copy.deepcopy(change.object))
+            return WatchEvent(WatchEventType.DELETED, copy_json(change.object))
         return None
 
     def _stream(  # noqa: PLR0917 - a private generator of one call site

@@ -9,12 +9,12 @@ built-in or custom; responses are decoded as plain dicts. Failures become the er
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Self
 
+import orjson
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -72,7 +72,7 @@ def _decode(data: bytes | None) -> Any:
     if not data:
         return {}
     try:
-        return json.loads(data)
+        return orjson.loads(data)
     except ValueError:
         return {"message": data.decode("utf-8", errors="replace")}
 
@@ -238,7 +238,7 @@ class RealKube:
                     decoded if isinstance(decoded, dict) else {}, code=response.status
                 )
             for line in iter_resp_lines(raw):  # type: ignore[no-untyped-call]
-                event = json.loads(line)
+                event = orjson.loads(line)
                 kind = str(event.get("type", ""))
                 obj = event.get("object") or {}
                 if kind == "ERROR":

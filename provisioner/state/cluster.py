@@ -36,6 +36,7 @@ from provisioner.apis.errors import ApiValidationError
 from provisioner.apis.nodeclaim import NodeClaim
 from provisioner.apis.nodeoverlay import NodeOverlay
 from provisioner.apis.nodepool import NodePool
+from provisioner.kube.bulk import collector_paused
 from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import (
     DAEMON_SETS,
@@ -107,6 +108,18 @@ _Key = tuple[str, str]
 def _key(obj: Mapping[str, Any]) -> _Key:
     metadata = obj.get("metadata") or {}
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def _same_version(known: Any, obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is the version already parsed (same uid and resourceVersion).
+
+    A relist or a repeated event then costs no new validation.
+    """
+    metadata = obj.get("metadata") or {}
+    version = metadata.get("resourceVersion")
+    return bool(version) and (
+        known.resource_version == version and known.uid == (metadata.get("uid") or "")
+    )
 
 
 def _pod_key(namespace: str, name: str) -> str:
@@ -308,7 +321,7 @@ class ClusterState:
 
     def replace(self, resource: Resource, items: Iterable[JsonObject]) -> None:
         """Replace everything known of ``resource`` with ``items`` and mark it synced."""
-        with self._lock:
+        with self._lock, collector_paused():
             kind = resource.kind
             existing = self._keys_of(kind)
             seen: set[_Key] = set()
@@ -340,6 +353,12 @@ class ClusterState:
                 self._remove(kind, obj)
             else:
                 self._upsert_safely(kind, obj)
+            self._touch()
+
+    def put_pod(self, pod: Pod) -> None:
+        """Add or replace one pod already validated (``apply_object`` without parsing it again)."""
+        with self._lock:
+            self._ix.pods[_pod_key(pod.metadata.namespace, pod.metadata.name)] = pod
             self._touch()
 
     def _touch(self) -> None:
@@ -385,10 +404,9 @@ class ClusterState:
         ix = self._ix
         namespace, name = _key(obj)
         if kind == "Pod":
-            pod = parse_object(Pod, obj, kind="Pod")
-            ix.pods[_pod_key(namespace, name)] = pod
+            self._put_pod(_pod_key(namespace, name), obj)
         elif kind == "Node":
-            self._put_node(parse_object(Node, obj, kind="Node"))
+            self._put_node_object(name, obj)
         elif kind == "NodeClaim":
             self._put_claim(obj)
         elif kind == "NodePool":
@@ -409,6 +427,16 @@ class ClusterState:
             ix.overlays[name] = _overlay_entry(obj)
         elif kind in GROUP_KINDS or kind in BUFFER_KINDS:
             ix.groups[(str(obj.get("apiVersion") or ""), kind, namespace, name)] = _trimmed(obj)
+
+    def _put_pod(self, key: str, obj: JsonObject) -> None:
+        known = self._ix.pods.get(key)
+        if known is None or not _same_version(known.metadata, obj):
+            self._ix.pods[key] = parse_object(Pod, obj, kind="Pod")
+
+    def _put_node_object(self, name: str, obj: JsonObject) -> None:
+        known = self._ix.nodes.get(name)
+        if known is None or not _same_version(known.metadata, obj):
+            self._put_node(parse_object(Node, obj, kind="Node"))
 
     def _put_node(self, node: Node) -> None:
         ix = self._ix

@@ -207,29 +207,29 @@ def test_unknown_kinds_warn_once_each_and_are_skipped(
     assert json.loads(out)["unschedulable"][0]["pod"] == "default/ok"
 
 
-@pytest.mark.parametrize(
-    ("args", "limit", "adaptive"), [([], 5.0, True), (["--time-limit", "2"], 2.0, False)]
-)
-def test_an_explicit_time_limit_replaces_the_adaptive_budget(
-    args: list[str], limit: float, adaptive: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("args", "limit"), [([], 5.0), (["--time-limit", "600"], 600.0)])
+def test_an_explicit_time_limit_is_a_cap_not_a_floor(
+    args: list[str], limit: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the flag the planner keeps its latency budget; with it, the time asked for."""
-    from provisioner.controllers.provisioning import planner  # noqa: PLC0415
+    """With or without the flag, a CPU-only plan stops on the adaptive budget (0.4 s here)."""
+    from solver import cpsat  # noqa: PLC0415
 
-    seen: list[planner.PlannerConfig] = []
-    real = planner.plan
+    seen: list[float] = []
+    real = cpsat.solve
 
-    def spy(view: Any, config: planner.PlannerConfig | None = None) -> Any:
-        assert config is not None
-        seen.append(config)
-        return real(view, config)
+    def spy(problem: Any, config: Any = None) -> Any:
+        assert config.time_limit_seconds == limit
+        seen.append(cpsat.budget_seconds(problem, config))
+        return real(problem, config)
 
-    monkeypatch.setattr("provisioner.controllers.provisioning.controller.plan", spy)
+    monkeypatch.setattr(cpsat, "solve", spy)
     out = io.StringIO()
     monkeypatch.setattr("sys.stdout", out)
-    assert main(["plan", "-f", str(EXAMPLES[0]), *args, "-o", "json"]) == 0
+    example = EXAMPLES[0].parent / "mixed-web-batch.yaml"
+    assert main(["plan", "-f", str(example), *args, "-o", "json"]) == 0
     assert json.loads(out.getvalue())["solver"]["status"]
-    assert [(c.time_limit_seconds, c.adaptive_budget) for c in seen] == [(limit, adaptive)]
+    assert len(seen) == 1
+    assert 0 <= seen[0] <= 0.4
 
 
 @pytest.mark.parametrize("policy", ["jointer", "greedy"])
@@ -281,3 +281,37 @@ def test_the_llmaz_example_plans_each_pod_on_its_first_flavor(
     assert typo["pod"] == "serving/llama-3-8b-typo"
     assert '"a10g"' in typo["reason"]
     assert 'OpenModel "llama-3-8b"' in typo["reason"]
+
+
+def test_each_pod_is_validated_once_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading the input validates every pod once (not once per consumer), collector off."""
+    import gc  # noqa: PLC0415
+
+    from provisioner.apis.core import Pod  # noqa: PLC0415
+    from provisioner.app import manifests  # noqa: PLC0415
+
+    example = EXAMPLES[0].parent / "mixed-web-batch.yaml"
+    pods = sum(1 for o in _objects(example) if o.get("kind") == "Pod")
+    validated: list[str] = []
+    real_validate = Pod.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Pod], /, data: Any, **kwargs: Any) -> Pod:
+        validated.append(str(data.get("metadata", {}).get("name")))
+        return real_validate(cls, data, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Pod, "model_validate", classmethod(counting))
+    collector: list[bool] = []
+    real_load = manifests.load_documents
+
+    def loading(*args: Any, **kwargs: Any) -> Any:
+        collector.append(gc.isenabled())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(manifests, "load_documents", loading)
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    assert main(["plan", "-f", str(example), "--time-limit", "1", "-o", "json"]) == 0
+    assert len(validated) == pods
+    assert collector == [False]
+    assert gc.isenabled()

@@ -12,7 +12,7 @@ import gc
 import hashlib
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
@@ -58,8 +58,8 @@ class PlannerConfig:
         policy: ``jointer`` (optimiser) or ``greedy`` (Karpenter-style first-fit-decreasing).
         time_limit_seconds: the optimiser's wall-clock budget.
         adaptive_budget: stop on the solver's own budget, which grows with the pending pods
-            (``solver.cpsat.budget_seconds``), when it comes before the time limit; off when
-            the caller asked for a time limit of its own.
+            (``solver.cpsat.budget_seconds``), when it comes before the time limit (which
+            is a cap, not a floor).
         num_workers: CP-SAT workers.
         random_seed: CP-SAT seed.
         deterministic_time: CP-SAT deterministic budget (tests), or None.
@@ -93,8 +93,13 @@ def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
         started = time.monotonic()
         build = build_problem(view)
         solution = _solve(build, config, spent=time.monotonic() - started)
+        taken = {n.claim_name for n in view.nodes} | {n.name for n in view.nodes}
         return _to_plan(
-            build, solution, time.monotonic() - started, best_effort=config.min_values_best_effort
+            build,
+            solution,
+            time.monotonic() - started,
+            best_effort=config.min_values_best_effort,
+            names=ClaimNames(taken),
         )
 
 
@@ -136,7 +141,9 @@ def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:
     )
 
 
-def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: bool) -> Plan:
+def _to_plan(
+    build: Build, solution: Solution, seconds: float, *, best_effort: bool, names: ClaimNames
+) -> Plan:
     queues = {key: list(pods) for key, pods in build.class_pods.items()}
     claims: list[NodeClaimPlan] = []
     unschedulable = [UnschedulablePod(pod, reason) for pod, reason in build.unschedulable]
@@ -156,7 +163,7 @@ def _to_plan(build: Build, solution: Solution, seconds: float, *, best_effort: b
             fraction_of[key] for key, n in new_bin.placement.counts.items() for _ in range(n)
         ]
         claim = _node_claim(
-            index,
+            names.next(option.pool.name, index, pods[0].key if pods else ""),
             option,
             pods,
             allowed,
@@ -424,7 +431,7 @@ class _Listing(NamedTuple):
 
 
 def _node_claim(
-    index: int,
+    name: str,
     chosen: Option,
     pods: Sequence[PodFacts],
     allowed: Sequence[frozenset[str]],
@@ -450,7 +457,6 @@ def _node_claim(
         return "pod didn't schedule because NodePool couldn't meet minValues requirements"
     cheapest = listing.options[0]
     requests = add(pod_requests, cheapest.daemon_requests)
-    name = f"{chosen.pool.name}-{_suffix(chosen.pool.name, index, pods)}"
     plan = NodeClaimPlan(
         name=name,
         node_pool=chosen.pool.name,
@@ -477,9 +483,32 @@ class _Claim(NamedTuple):
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def _suffix(pool: str, index: int, pods: Sequence[PodFacts]) -> str:
-    """Five characters like Kubernetes' generateName suffix, stable for the same plan."""
-    digest = hashlib.sha256(f"{pool}/{index}/{pods[0].key if pods else ''}".encode()).digest()
+class ClaimNames:
+    """NodeClaim names for one plan, unique whatever the count.
+
+    ``<pool>-<five characters>`` like Kubernetes' generateName, stable for the same plan;
+    never one given earlier in the plan nor one in ``taken`` (the cluster's NodeClaims and
+    Nodes): a taken name is hashed again.
+    """
+
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self._used = set(taken)
+
+    def next(self, pool: str, index: int, first_pod: str) -> str:
+        """The name of the plan's ``index``-th new NodeClaim (of ``pool``, first pod)."""
+        seed = f"{pool}/{index}/{first_pod}"
+        attempt = 0
+        while True:
+            name = f"{pool}-{_suffix(seed if attempt == 0 else f'{seed}/{attempt}')}"
+            if name not in self._used:
+                self._used.add(name)
+                return name
+            attempt += 1
+
+
+def _suffix(seed: str) -> str:
+    """Five characters of Kubernetes' generateName alphabet, from a hash of ``seed``."""
+    digest = hashlib.sha256(seed.encode()).digest()
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
 
 

@@ -1,0 +1,74 @@
+"""The bench's second diverse workload and its wall-time reporting."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from bench import run, workloads
+
+
+def test_constraint_mix_is_seeded_sized_and_diverse() -> None:
+    first = workloads.constraint_mix(600)
+    assert first.objects == workloads.constraint_mix(600).objects
+    pools = [o for o in first.objects if o["kind"] == "NodePool"]
+    pods = [o for o in first.objects if o["kind"] == "Pod"]
+    assert len(pods) == 600
+    assert {p["metadata"]["name"] for p in pools} == {"general", "memory", "batch"}
+    tiers = collections.Counter(p["metadata"]["labels"]["tier"] for p in pods)
+    assert set(tiers) == {"service", "colocated", "memory", "batch", "generic"}
+    anti = [
+        p["spec"]["affinity"]["podAntiAffinity"]
+        for p in pods
+        if p["metadata"]["labels"]["tier"] == "service"
+    ]
+    assert any("requiredDuringSchedulingIgnoredDuringExecution" in a for a in anti)
+    assert any("preferredDuringSchedulingIgnoredDuringExecution" in a for a in anti)
+    skews = {c["maxSkew"] for p in pods for c in p["spec"].get("topologySpreadConstraints", ())}
+    assert skews >= {1, 2, 3}
+    requests = {p["spec"]["containers"][0]["resources"]["requests"]["cpu"] for p in pods}
+    assert len(requests) > 50  # log-normal, not a handful of choices
+    assert first.catalog is not None
+    assert len(first.catalog["instanceTypes"]) == 33
+
+
+def test_plan_command_times_the_whole_command_and_places_every_pod(tmp_path: Path) -> None:
+    workload = workloads.constraint_mix(120)
+    objects, catalog = run._write_inputs(workload, tmp_path)
+    assert objects.endswith(".yaml")
+    plan, wall = run.plan_command(objects, catalog, "jointer", 1.0)
+    assert plan["unschedulable"] == []
+    assert sum(len(c["pods"]) for c in plan["nodeClaims"]) == 120
+    assert wall >= float(plan["solver"]["seconds"]) > 0
+
+
+def _result(workload: str, pods: int, plan: float, wall: float) -> run.CaseResult:
+    return run.CaseResult(
+        workload=workload,
+        pods=pods,
+        repetitions=1,
+        p50=plan,
+        p99=plan,
+        cost=10.0,
+        cost_range=(10.0, 10.0),
+        greedy_cost=11.0,
+        greedy_seconds=0.1,
+        lower_bound=9.0,
+        status="FEASIBLE",
+        placed=pods,
+        greedy_placed=pods,
+        partial_gangs=0,
+        peak_rss_mib=100.0,
+        wall_p50=wall,
+    )
+
+
+def test_the_report_shows_wall_next_to_planning_and_checks_the_ratio() -> None:
+    good = [_result("karpenter-diverse", 1000, 1.0, 1.4), _result("constraint-mix", 5000, 2.0, 2.9)]
+    text = run.write_results(good, time_limit=None, seconds=1.0)
+    assert "| wall s | wall/plan |" in text
+    assert "| 1.40 | 1.40 |" in text
+    assert "within 1.5x the planning step on the diverse mixes from 1,000 pods: yes" in text
+    slow = [*good, _result("constraint-mix", 10000, 2.0, 3.2)]
+    text = run.write_results(slow, time_limit=None, seconds=1.0)
+    assert "from 1,000 pods: NO (worst 1.60x, constraint-mix 10000)" in text
