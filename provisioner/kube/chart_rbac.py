@@ -112,6 +112,12 @@ MANIFESTS: Final[list[dict[str, Any]]] = [
                 "resources": ["provisioningrequests"],
                 "verbs": ["list", "watch"],
             },
+            {
+                "apiGroups": ["autoscaling.x-k8s.io"],
+                "resources": ["provisioningrequests/status"],
+                "verbs": ["patch"],
+            },
+            {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get"]},
         ],
     },
     {

@@ -86,6 +86,7 @@ PERSISTENT_VOLUME_CLAIMS: Final = Resource(
 PERSISTENT_VOLUMES: Final = Resource(
     "", "v1", "persistentvolumes", "PersistentVolume", namespaced=False, has_status=True
 )
+POD_TEMPLATES: Final = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 DAEMON_SETS: Final = Resource(
     "apps", "v1", "daemonsets", "DaemonSet", namespaced=True, has_status=True
@@ -122,6 +123,16 @@ EC2_NODE_CLASSES: Final = Resource(
     "karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False, has_status=True
 )
 
+PROVISIONING_REQUESTS: Final = Resource(
+    "autoscaling.x-k8s.io",
+    "v1",
+    "provisioningrequests",
+    "ProvisioningRequest",
+    namespaced=True,
+    has_status=True,
+)
+"""ProvisioningRequests (the status is written through ``patch_status``)."""
+
 POD_GROUP_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False),
@@ -136,13 +147,7 @@ POD_GROUP_RESOURCES: Final[tuple[Resource, ...]] = (
         "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", namespaced=True
     ),
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True),
-    Resource(
-        "autoscaling.x-k8s.io",
-        "v1",
-        "provisioningrequests",
-        "ProvisioningRequest",
-        namespaced=True,
-    ),
+    PROVISIONING_REQUESTS,
 )
 """Pod-group, queue and admission objects of the schedulers Jointer understands (optional CRDs:
 a cluster serves the ones its schedulers installed)."""
@@ -155,6 +160,7 @@ ALL_RESOURCES: Final[tuple[Resource, ...]] = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     LEASES,
+    POD_TEMPLATES,
     DAEMON_SETS,
     REPLICA_SETS,
     DEPLOYMENTS,

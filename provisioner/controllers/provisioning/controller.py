@@ -48,11 +48,16 @@ from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
 from provisioner.controllers.provisioning.reasons import UnavailablePool
+from provisioner.controllers.provisioning.requested import (
+    CLAIM_ANNOTATION,
+    CLAIM_PODS_ANNOTATION,
+    requested,
+)
 from provisioner.controllers.statemetrics import OfferingGauges
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS
-from provisioner.podgroups import build_context, detect_group, karpenter_ignore_reason
+from provisioner.podgroups import build_context, detect_group, karpenter_ignore_reason, provreq
 from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirement
@@ -161,13 +166,17 @@ def build_view(
     region: str = "",
     ignore_preferences: bool = False,
     unavailable: Sequence[UnavailablePool] = (),
+    extra_pods: Sequence[Pod] = (),
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
     The view's nodes are the snapshot's state nodes (registered Nodes and in-flight
     NodeClaims); a nominated pod appears bound to the state node of its NodeClaim, so its
-    capacity is spent there. With ``ignore_preferences`` every pod loses its preferences.
+    capacity is spent there. ProvisioningRequests add their virtual pods (:mod:`requested`):
+    pending ones to plan, placeholders holding booked room; ``extra_pods`` are added pending.
+    With ``ignore_preferences`` every pod loses its preferences.
     """
+    asked = requested(snapshot)
     pods: list[Pod] = []
     target = {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
     for key, pod in snapshot.pods.items():
@@ -179,6 +188,10 @@ def build_view(
             pods.append(pod.model_copy(update={"spec": spec}))
         else:
             pods.append(pod)
+    pods.extend(
+        without_preferences(pod) if ignore_preferences else pod
+        for pod in (*asked.placeholders, *asked.pending, *extra_pods)
+    )
     groups = dataclasses.replace(
         build_context(snapshot.group_objects),
         pods=tuple(pods),
@@ -251,11 +264,19 @@ def resolve_pools(
     return pools
 
 
-def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region: str = "") -> Plan:
+def decide(
+    snapshot: Snapshot,
+    pools: PoolSet,
+    *,
+    planner: PlannerConfig,
+    region: str = "",
+    extra_pods: Sequence[Pod] = (),
+) -> Plan:
     """One provisioning batch's decision: what to launch and where pods go, nothing done yet.
 
     The provisioning controller acts on this; `jointer plan` prints it. Both call it on a
-    cache snapshot (the controller's, or one loaded from manifests).
+    cache snapshot (the controller's, or one loaded from manifests). ``extra_pods`` are
+    planned too (a check-capacity request's pods, with no pools).
 
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read.
@@ -266,6 +287,7 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
         region=region,
         ignore_preferences=planner.ignore_preferences,
         unavailable=unavailable_pools(snapshot, pools),
+        extra_pods=extra_pods,
     )
     return plan(view, planner)
 
@@ -435,6 +457,17 @@ def nodeclaim_body(
     return body
 
 
+def _mark_request(body: dict[str, Any], virtual: Sequence[Pod]) -> None:
+    """Annotate a NodeClaim planned for a ProvisioningRequest's pods with it and their count."""
+    if not virtual:
+        return
+    pod = virtual[0]
+    name = pod.metadata.labels.get(provreq.VIRTUAL_LABEL, "")
+    annotations = body["metadata"]["annotations"]
+    annotations[CLAIM_ANNOTATION] = f"{pod.metadata.namespace or 'default'}/{name}"
+    annotations[CLAIM_PODS_ANNOTATION] = str(len(virtual))
+
+
 # --- gangs -----------------------------------------------------------------------------------
 
 
@@ -476,6 +509,12 @@ def gang_unit_id(groups: Sequence[str], names: Sequence[str], now: datetime) -> 
 class _Step:
     pools: PoolSet
     snapshot: Snapshot
+    virtual: Mapping[str, Pod] = dataclasses.field(default_factory=dict)
+    """ProvisioningRequests' pending virtual pods by key."""
+
+    def pod(self, key: str) -> Pod | None:
+        """A pod of the batch, real or virtual."""
+        return self.snapshot.pods.get(key) or self.virtual.get(key)
 
 
 BatchObserver = Callable[[Snapshot, PoolSet, Plan], None]
@@ -554,7 +593,10 @@ class ProvisioningController(ControllerBase):
 
     def _waiting_pods(self, now: datetime) -> list[Pod]:
         nominations = self._state.nominations(now)
-        return [p for p in self._state.pods() if is_provisionable(p) and p.key not in nominations]
+        waiting = [
+            p for p in self._state.pods() if is_provisionable(p) and p.key not in nominations
+        ]
+        return [*waiting, *requested(self._state.snapshot(now)).pending]
 
     def _instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         ref = NodePoolRef(name=nodepool.name, node_class=_node_class_ref(nodepool))
@@ -582,7 +624,7 @@ class ProvisioningController(ControllerBase):
             How many provisionable pods are still without capacity or nomination.
         """
         snapshot = self._state.snapshot(now)
-        step = _Step(self.pools(snapshot), snapshot)
+        step = _Step(self.pools(snapshot), snapshot, requested(snapshot).pods)
         started = self._clock.monotonic()
         depth = self._queue_depth(snapshot)
         try:
@@ -719,7 +761,7 @@ class ProvisioningController(ControllerBase):
     ) -> str | None:
         """Create the NodeClaim for ``claim``; its name, or None when it was not created."""
         nodepool, template = step.pools[claim.node_pool]
-        pods = [p for p in (step.snapshot.pods.get(k) for k in claim.pods) if p is not None]
+        pods = [p for p in (step.pod(k) for k in claim.pods) if p is not None]
         exceeded = self._limit_exceeded(nodepool)
         if exceeded is not None:
             self._log.error(
@@ -733,6 +775,7 @@ class ProvisioningController(ControllerBase):
             metadata = body["metadata"]
             metadata["labels"][wk.LABEL_GANG] = gang["label"]
             metadata["annotations"].update({k: v for k, v in gang.items() if k != "label"})
+        _mark_request(body, [step.virtual[k] for k in claim.pods if k in step.virtual])
         try:
             created = self._kube.create(NODE_CLAIMS, body)
         except KubeApiError as error:
