@@ -39,6 +39,7 @@ __all__ = [
     "PodTemplateRef",
     "ProvisioningRequest",
     "ProvisioningRequestError",
+    "ProvisioningRequestStatus",
     "RequestCondition",
     "admission_reason",
     "consumed_request",

@@ -49,6 +49,7 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "deployment-0-to-200",
         "kai-gang-8-gpus",
         "kai-over-quota",
+        "kueue-provisioning-request",
         "malformed-nodepool",
         "missing-nodeclass",
         "protected-workloads",

@@ -654,6 +654,7 @@ class ProvisioningController(ControllerBase):
                 pods=len(placed),
             )
         self._nominate_existing(result, snapshot, now)
+        self._book_existing(result, step)
         failed = self._create_all(result, step, now)
         for unschedulable in result.unschedulable:
             pod = snapshot.pods.get(unschedulable.pod)
@@ -681,6 +682,33 @@ class ProvisioningController(ControllerBase):
         series = gauge.labels(controller=NAME, scheduling_id=scheduling_id)
         series.set(len(pending))
         return series
+
+    def _book_existing(self, result: Plan, step: _Step) -> None:
+        """Annotate the NodeClaims a ProvisioningRequest's pods were placed on (its booking).
+
+        A NodeClaim already holding another active request's pods is left to that one.
+        """
+        if not step.virtual:
+            return
+        held = requested(step.snapshot).booked
+        for placement in result.existing_nodes:
+            state = step.snapshot.state_nodes.get(placement.name)
+            virtual = [step.virtual[k] for k in placement.pods if k in step.virtual]
+            if state is None or state.claim is None or not virtual:
+                continue
+            body: dict[str, Any] = {"metadata": {"annotations": {}}}
+            _mark_request(body, virtual)
+            key = body["metadata"]["annotations"][CLAIM_ANNOTATION]
+            if held.get(state.claim_name, key) != key:
+                continue
+            try:
+                patched = self._kube.merge_patch(NODE_CLAIMS, state.claim_name, body)
+            except KubeApiError as error:
+                self._log.error(
+                    "booking nodeclaim", NodeClaim={"name": state.claim_name}, error=str(error)
+                )
+                continue
+            self._state.apply_object(patched)
 
     def _nominate_existing(self, result: Plan, snapshot: Snapshot, now: datetime) -> None:
         for placement in result.existing_nodes:

@@ -2,12 +2,13 @@
 
 For every request Jointer serves (:func:`provisioner.podgroups.provreq.is_active`, ``Accepted``):
 
-- ``best-effort-atomic-scale-up``, nothing launched yet: its virtual pods are *pending*, one
-  gang planned with the batch (the provisioning controller launches it all or nothing);
-- once its NodeClaims exist (annotated :data:`CLAIM_ANNOTATION`, with how many of its pods each
-  holds), and while ``Provisioned`` is True: the pods of consumers not yet come are
-  *placeholders* bound to those NodeClaims, so their room is held for the consumers (who take it
-  when they arrive) and no one else is planned onto it;
+- ``best-effort-atomic-scale-up``: its NodeClaims (new ones, and existing ones the planner put
+  its pods on) are annotated :data:`CLAIM_ANNOTATION` with how many of its pods each holds.
+  Until ``Provisioned``, the pods no NodeClaim holds are *pending*, one gang planned with the
+  batch (the provisioning controller launches it all or nothing);
+- the pods of consumers not yet come are *placeholders* bound to those NodeClaims, while the
+  launch is in flight and for the booking after ``Provisioned``, so their room is held for the
+  consumers (who take it when they arrive) and no one else is planned onto it;
 - ``check-capacity`` with ``Provisioned=True``: placeholders first-fit (by requests) onto the
   registered nodes: capacity found is booked the same way.
 
@@ -169,11 +170,9 @@ def requested(snapshot: Snapshot, context: ProvisioningContext | None = None) ->
         if request.spec.provisioning_class_name == provreq.CHECK_CAPACITY:
             placed = _first_fit(missing, nodes) if provisioned else []
         else:
-            claims = _claims_of(snapshot, key)
-            if not claims and not provisioned:
-                pending.extend(missing)
-                continue
-            placed = _on_claims(missing, claims, came)
+            placed = _on_claims(missing, _claims_of(snapshot, key), came)
+            if not provisioned:  # what no NodeClaim holds yet is planned (again)
+                pending.extend(missing[len(placed) :])
         for pod, state in placed:
             placeholders.append(_bind(pod, state.key))
             if state.claim is not None:
