@@ -44,6 +44,8 @@ POD_GROUP_GROUPS: Final = frozenset(
         "batch",
     }
 )
+RAW_KINDS: Final = frozenset({("v1", "PodTemplate")})
+"""Core kinds read raw with the pod-group objects (ProvisioningRequests' PodTemplates)."""
 
 
 class InputError(ValueError):
@@ -174,7 +176,7 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         role = CORE_KINDS.get((document.api_version, document.kind))
         group = document.api_version.split("/")[0] if "/" in document.api_version else ""
         if role is None:
-            if group in POD_GROUP_GROUPS:
+            if group in POD_GROUP_GROUPS or (document.api_version, document.kind) in RAW_KINDS:
                 inputs.raw_groups.append(document.body)
                 inputs.cluster.append(document.body)
                 continue

@@ -1,6 +1,7 @@
 """What ProvisioningRequests ask of the planner, derived from a cache snapshot alone.
 
-For every request Jointer serves (:func:`provisioner.podgroups.provreq.is_active`, ``Accepted``):
+For every request Jointer serves (:func:`provisioner.podgroups.provreq.is_active`) whose pods
+can be built from its PodTemplates:
 
 - ``best-effort-atomic-scale-up``: its NodeClaims (new ones, and existing ones the planner put
   its pods on) are annotated :data:`CLAIM_ANNOTATION` with how many of its pods each holds.
@@ -23,7 +24,6 @@ from typing import Final
 
 from provisioner.apis.core import Pod, is_terminal
 from provisioner.podgroups import ProvisioningContext, build_context, provreq
-from provisioner.podgroups.condition import is_true
 from provisioner.scheduling.resources import ResourceListError, requests_of
 from provisioner.state.cluster import Snapshot
 from provisioner.state.statenode import StateNode
@@ -154,8 +154,7 @@ def requested(snapshot: Snapshot, context: ProvisioningContext | None = None) ->
     nodes = sorted(snapshot.state_nodes.values(), key=lambda s: s.key)
     for key in sorted(ctx.provisioning_requests):
         request = ctx.provisioning_requests[key]
-        conditions = request.status.conditions
-        if not provreq.is_active(request) or not is_true(conditions, provreq.ACCEPTED):
+        if not provreq.is_active(request):
             continue
         if not provreq.is_booking(request, snapshot.taken_at):
             continue
