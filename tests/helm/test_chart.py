@@ -283,6 +283,8 @@ def test_cluster_role_grants(default) -> None:
         ("leaderworkerset.x-k8s.io", "leaderworkersets"): watched,
         ("jobset.x-k8s.io", "jobsets"): watched,
         ("autoscaling.x-k8s.io", "provisioningrequests"): watched,
+        ("autoscaling.x-k8s.io", "provisioningrequests/status"): {"patch"},
+        ("", "podtemplates"): {"get"},
     }
     assert _grants(_rules(default, "ClusterRole")) == expected
 
