@@ -176,7 +176,8 @@ def build_view(
     pending ones to plan, placeholders holding booked room; ``extra_pods`` are added pending.
     With ``ignore_preferences`` every pod loses its preferences.
     """
-    asked = requested(snapshot)
+    context = build_context(snapshot.group_objects)
+    asked = requested(snapshot, context)
     pods: list[Pod] = []
     target = {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
     for key, pod in snapshot.pods.items():
@@ -193,7 +194,7 @@ def build_view(
         for pod in (*asked.placeholders, *asked.pending, *extra_pods)
     )
     groups = dataclasses.replace(
-        build_context(snapshot.group_objects),
+        context,
         pods=tuple(pods),
         priority_classes=dict(snapshot.priority_classes),
     )
@@ -596,7 +597,10 @@ class ProvisioningController(ControllerBase):
         waiting = [
             p for p in self._state.pods() if is_provisionable(p) and p.key not in nominations
         ]
-        return [*waiting, *requested(self._state.snapshot(now)).pending]
+        objects, _ = self._state.group_objects()
+        if any(o.get("kind") == "ProvisioningRequest" for o in objects):
+            waiting.extend(requested(self._state.snapshot(now)).pending)
+        return waiting
 
     def _instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         ref = NodePoolRef(name=nodepool.name, node_class=_node_class_ref(nodepool))
