@@ -3,6 +3,7 @@ bookings held for the consumer pods and released after 10 minutes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from cloudprovider.errors import InsufficientCapacityError
@@ -16,6 +17,7 @@ from provisioner.kube.resource import (
     PROVISIONING_REQUESTS,
 )
 from tests.unit.controllers.harness import TYPES, Harness, nodepool, pending_pod
+from tests.unit.podgroups.test_provreq import provisioning_request_validator
 
 ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK = "check-capacity.autoscaling.x-k8s.io"
@@ -264,3 +266,17 @@ def test_check_capacity_without_room_is_not_found_and_launches_nothing() -> None
     h.run(60)
     assert h.claims() == []
     assert h.kube.list(NODE_CLAIMS).items == []
+
+
+def test_the_requests_and_the_status_written_validate_against_the_crd(shared: Path) -> None:
+    validator = provisioning_request_validator(shared)
+    for body in (request(), request(cls=CHECK, count=2, ValidUntilSeconds="60")):
+        assert list(validator.iter_errors(body)) == []
+    h = harness(**on_demand())
+    submitted(h, template(), request())
+    h.run(15)
+    make_ready(h)
+    h.run(11 * 60)
+    stored = h.kube.get(PROVISIONING_REQUESTS, "req", namespace="default")
+    assert set(conditions(h)) == {"Accepted", "Provisioned", "BookingExpired"}
+    assert list(validator.iter_errors(stored)) == []

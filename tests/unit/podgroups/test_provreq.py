@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
 from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod
@@ -111,3 +114,41 @@ def test_a_booking_lasts_10_minutes_from_provisioned() -> None:
     assert provreq.is_booking(provisioned, at + timedelta(minutes=9))
     assert not provreq.is_booking(provisioned, at + timedelta(minutes=10))
     assert provreq.is_booking(request(), at + timedelta(days=1))  # not provisioned yet
+
+
+# -- the CRs Jointer ships and writes validate against the CRD --------------------------------
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def provisioning_request_validator(shared: Path) -> jsonschema.Draft7Validator:
+    """A Draft 7 validator of the ``v1`` ProvisioningRequest CRD schema."""
+    crd = yaml.safe_load(
+        (
+            shared / "batch-apis" / "autoscaler" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
+        ).read_text()
+    )
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
+
+
+def _shipped() -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    plan = REPO / "examples" / "plan" / "kueue-provisioning-request.yaml"
+    found.extend(d for d in yaml.safe_load_all(plan.read_text()) if d)
+    scenario = yaml.safe_load(
+        (REPO / "examples" / "scenarios" / "kueue-provisioning-request.yaml").read_text()
+    )
+    for step in scenario["spec"]["steps"]:
+        found.extend(d for d in yaml.safe_load_all(step.get("apply") or "") if d)
+    return [d for d in found if d.get("kind") == "ProvisioningRequest"]
+
+
+def test_the_shipped_provisioning_requests_validate_against_the_crd(shared: Path) -> None:
+    validator = provisioning_request_validator(shared)
+    requests = _shipped()
+    assert len(requests) == 4
+    for document in requests:
+        assert list(validator.iter_errors(document)) == [], document["metadata"]["name"]
+    broken = {**requests[0], "spec": {"provisioningClassName": ATOMIC}}  # no podSets
+    assert list(validator.iter_errors(broken))
