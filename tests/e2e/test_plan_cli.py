@@ -258,3 +258,17 @@ def test_weighted_pool_falls_through_when_its_limits_run_out(
     assert pods["general"] > 0
     # on-demand is filled up to its limit of 100 CPUs (its smallest types have 2)
     assert 98_000 < cpus <= 100_000
+
+
+def test_the_provisioning_request_example_plans_its_pods_as_one_gang(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = next(p for p in EXAMPLES if p.stem == "kueue-provisioning-request")
+    status = main(["plan", "-f", str(example), "--time-limit", "1", "-o", "json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    claims = json.loads(out)["nodeClaims"]
+    pods = sorted(p for c in claims for p in c["pods"])
+    assert pods == sorted(f"research/llm-train-prov-1-0-{i}" for i in range(8))
+    assert len({c["zone"] for c in claims}) == 1
+    assert {c["nodePool"] for c in claims} == {"gpu"}
