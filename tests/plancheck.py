@@ -244,10 +244,62 @@ def _types_for(catalog: CatalogInput, pool: str) -> Sequence[InstanceType]:
     return catalog.get(pool, ())
 
 
+_REQUEST_CLASSES: Final = (
+    "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    "check-capacity.autoscaling.x-k8s.io",
+)
+
+
+def _request_pods(
+    requests: Sequence[Mapping[str, Any]], templates: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The pods an unprovisioned atomic ProvisioningRequest asks for: ``count`` of each
+    pod set's PodTemplate, named ``<request>-<podSet>-<i>``, consuming the request."""
+    by_name = {(_meta(t).get("namespace") or "default", _meta(t).get("name")): t for t in templates}
+    pods: list[dict[str, Any]] = []
+    for request in requests:
+        spec = request.get("spec") or {}
+        conditions = (request.get("status") or {}).get("conditions") or []
+        done = {c.get("type") for c in conditions if c.get("status") == "True"}
+        if spec.get("provisioningClassName") != _REQUEST_CLASSES[0]:
+            continue
+        if done & {"Provisioned", "Failed", "BookingExpired", "CapacityRevoked"}:
+            continue
+        namespace = _meta(request).get("namespace") or "default"
+        name = str(_meta(request).get("name"))
+        for index, pod_set in enumerate(spec.get("podSets") or []):
+            template = by_name.get((namespace, (pod_set.get("podTemplateRef") or {}).get("name")))
+            if template is None:
+                continue
+            body = template.get("template") or {}
+            metadata = body.get("metadata") or {}
+            for replica in range(int(pod_set.get("count") or 0)):
+                annotations = {
+                    **(metadata.get("annotations") or {}),
+                    "autoscaling.x-k8s.io/consume-provisioning-request": name,
+                    "autoscaling.x-k8s.io/provisioning-class-name": _REQUEST_CLASSES[0],
+                }
+                pods.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": f"{name}-{index}-{replica}",
+                            "namespace": namespace,
+                            "labels": dict(metadata.get("labels") or {}),
+                            "annotations": annotations,
+                        },
+                        "spec": body.get("spec") or {},
+                    }
+                )
+    return pods
+
+
 def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: str) -> _Inputs:
     by_kind: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for obj in objects:
         by_kind[str(obj.get("kind"))].append(obj)
+    by_kind["Pod"].extend(_request_pods(by_kind["ProvisioningRequest"], by_kind["PodTemplate"]))
     pods = {_key(p): _pod_info(p) for p in by_kind["Pod"] if not _is_terminal(p)}
     claim_names = {str(_meta(c).get("name")) for c in by_kind["NodeClaim"]}
     nominated = {
@@ -316,7 +368,7 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
         claims={_key(c): c for c in by_kind["PersistentVolumeClaim"]},
         volumes={str(_meta(v).get("name")): v for v in by_kind["PersistentVolume"]},
         classes={str(_meta(s).get("name")): s for s in by_kind["StorageClass"]},
-        raw=list(objects),
+        raw=[*objects, *(p for p in by_kind["Pod"] if p not in objects)],
         region=region,
         node_capacity=node_capacity,
     )

@@ -49,6 +49,8 @@ POD_GROUP_GROUPS: Final = frozenset(
         "llmaz.io",
     }
 )
+RAW_KINDS: Final = frozenset({("v1", "PodTemplate")})
+"""Core kinds read raw with the pod-group objects (ProvisioningRequests' PodTemplates)."""
 
 BUFFER_SOURCES: Final = frozenset(
     {
@@ -268,11 +270,11 @@ def _classify(documents: Sequence[Any], stderr: TextIO) -> _Inputs:
         role = CORE_KINDS.get((document.api_version, document.kind))
         group = document.api_version.split("/")[0] if "/" in document.api_version else ""
         if role is None:
-            if (document.api_version, document.kind) in BUFFER_SOURCES:
+            if group in POD_GROUP_GROUPS or (document.api_version, document.kind) in RAW_KINDS:
+                inputs.raw_groups.append(document.body)
                 inputs.cluster.append(document.body)
                 continue
-            if group in POD_GROUP_GROUPS:
-                inputs.raw_groups.append(document.body)
+            if (document.api_version, document.kind) in BUFFER_SOURCES:
                 inputs.cluster.append(document.body)
                 continue
             stderr.write(

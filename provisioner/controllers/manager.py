@@ -48,6 +48,8 @@ from provisioner.controllers.ports import Ports
 from provisioner.controllers.provisioning.batcher import Batcher
 from provisioner.controllers.provisioning.controller import ProvisioningController
 from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
+from provisioner.controllers.provisioning.requested import CLAIM_ANNOTATION
+from provisioner.controllers.provreq.controller import ProvisioningRequestController, request_key
 from provisioner.controllers.static.controller import StaticCapacityController
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import KubeClient, WatchEvent, WatchEventType
@@ -63,11 +65,16 @@ from provisioner.kube.resource import (
     POD_GROUP_RESOURCES,
     POD_TEMPLATES,
     PODS,
+    PROVISIONING_REQUESTS,
     REPLICA_SETS,
     STATEFUL_SETS,
     Resource,
 )
 from provisioner.podgroups import build_context, detect_group, provisionable_verdicts
+from provisioner.podgroups.keys import (
+    CONSUME_PROVISIONING_REQUEST,
+    CONSUME_PROVISIONING_REQUEST_DEPRECATED,
+)
 from provisioner.runtime.clock import Clock
 from provisioner.runtime.reconciler import Reconciler, Request
 from provisioner.state.cluster import ClusterState
@@ -158,6 +165,9 @@ class Registration:
 def _buffer_request(obj: Mapping[str, Any]) -> Request:
     meta = obj.get("metadata") or {}
     return Request(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")))
+
+
+_PROVREQ = "ProvisioningRequest"
 
 
 def _name(event: WatchEvent) -> str:
@@ -252,6 +262,9 @@ class Manager:
         self.garbage_collection = GarbageCollectionController(ports=ports, interval=gc_interval)
         self.buffers = CapacityBufferController(ports=ports, planner=planner)
         self.static = StaticCapacityController(ports=ports, region=settings.aws_region)
+        self.provisioning_requests = ProvisioningRequestController(
+            ports=ports, planner=planner, region=settings.aws_region
+        )
         self.nodeclasses = (
             NodeClassController(ports=ports, lifecycle=nodeclasses, resource=EC2_NODE_CLASSES)
             if nodeclasses is not None
@@ -335,6 +348,15 @@ class Manager:
                 m.pools,
             ),
             Registration(self.garbage_collection, (), m.singleton),
+            Registration(
+                self.provisioning_requests,
+                (
+                    Watch(PROVISIONING_REQUESTS, m.request_by_key),
+                    Watch(PODS, m.request_of_pod),
+                    Watch(NODE_CLAIMS, m.request_of_claim),
+                ),
+                m.requests,
+            ),
             *(
                 (
                     Registration(
@@ -403,6 +425,8 @@ class _Mappers:
         Queue) that the admission rules now let through open or extend the batch, as a pod
         event would; pods still held back trigger nothing.
         """
+        if event.object.get("kind") == "ProvisioningRequest":
+            return [Request()]  # its virtual pods are found by the provisioner's next step
         namespace = event.object.get("metadata", {}).get("namespace")
         pods = self.state.pods()
         pending = [
@@ -424,6 +448,33 @@ class _Mappers:
             return [Request()]  # the provisioner judges (and reports) it with the batch
         triggered = [p for p in pending if verdicts[p.key].provisionable and self.trigger(p)]
         return [Request()] if triggered else []
+
+    def requests(self) -> list[Request]:
+        objects, _ = self.state.group_objects()
+        return [Request(name=request_key(o)) for o in objects if o.get("kind") == _PROVREQ]
+
+    @staticmethod
+    def request_by_key(event: WatchEvent) -> list[Request]:
+        if event.type == WatchEventType.DELETED:
+            return []
+        return [Request(name=request_key(event.object))]
+
+    @staticmethod
+    def request_of_pod(event: WatchEvent) -> list[Request]:
+        """A consumer pod came or went: its request's booking may change."""
+        metadata = event.object.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        name = annotations.get(CONSUME_PROVISIONING_REQUEST) or annotations.get(
+            CONSUME_PROVISIONING_REQUEST_DEPRECATED
+        )
+        return [Request(name=f"{metadata.get('namespace') or 'default'}/{name}")] if name else []
+
+    @staticmethod
+    def request_of_claim(event: WatchEvent) -> list[Request]:
+        """A NodeClaim launched for a request changed (launched, Ready, deleted)."""
+        annotations = event.object.get("metadata", {}).get("annotations") or {}
+        key = annotations.get(CLAIM_ANNOTATION)
+        return [Request(name=str(key))] if key else []
 
     @staticmethod
     def claim_deleted(event: WatchEvent) -> list[Request]:

@@ -82,7 +82,7 @@ MANIFESTS: Final[list[dict[str, Any]]] = [
                 "resources": ["capacitybuffers/status"],
                 "verbs": ["patch"],
             },
-            {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["list", "watch"]},
+            {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["get", "list", "watch"]},
             {
                 "apiGroups": ["apps"],
                 "resources": ["deployments", "replicasets", "statefulsets"],
@@ -129,6 +129,11 @@ MANIFESTS: Final[list[dict[str, Any]]] = [
                 "verbs": ["list", "watch"],
             },
             {"apiGroups": ["llmaz.io"], "resources": ["openmodels"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": ["autoscaling.x-k8s.io"],
+                "resources": ["provisioningrequests/status"],
+                "verbs": ["patch"],
+            },
         ],
     },
     {

@@ -86,6 +86,7 @@ PERSISTENT_VOLUME_CLAIMS: Final = Resource(
 PERSISTENT_VOLUMES: Final = Resource(
     "", "v1", "persistentvolumes", "PersistentVolume", namespaced=False, has_status=True
 )
+POD_TEMPLATES: Final = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 DAEMON_SETS: Final = Resource(
     "apps", "v1", "daemonsets", "DaemonSet", namespaced=True, has_status=True
@@ -100,7 +101,6 @@ STATEFUL_SETS: Final = Resource(
     "apps", "v1", "statefulsets", "StatefulSet", namespaced=True, has_status=True
 )
 JOBS: Final = Resource("batch", "v1", "jobs", "Job", namespaced=True, has_status=True)
-POD_TEMPLATES: Final = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
 CAPACITY_BUFFERS: Final = Resource(
     "autoscaling.x-k8s.io",
     "v1beta1",
@@ -131,6 +131,16 @@ EC2_NODE_CLASSES: Final = Resource(
     "karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", namespaced=False, has_status=True
 )
 
+PROVISIONING_REQUESTS: Final = Resource(
+    "autoscaling.x-k8s.io",
+    "v1",
+    "provisioningrequests",
+    "ProvisioningRequest",
+    namespaced=True,
+    has_status=True,
+)
+"""ProvisioningRequests (the status is written through ``patch_status``)."""
+
 POD_GROUP_RESOURCES: Final[tuple[Resource, ...]] = (
     Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", namespaced=True),
     Resource("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False),
@@ -145,13 +155,7 @@ POD_GROUP_RESOURCES: Final[tuple[Resource, ...]] = (
         "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", namespaced=True
     ),
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True),
-    Resource(
-        "autoscaling.x-k8s.io",
-        "v1",
-        "provisioningrequests",
-        "ProvisioningRequest",
-        namespaced=True,
-    ),
+    PROVISIONING_REQUESTS,
     Resource("llmaz.io", "v1alpha1", "openmodels", "OpenModel", namespaced=False),
 )
 """Pod-group, queue and admission objects of the schedulers Jointer understands (optional CRDs:
@@ -165,12 +169,12 @@ ALL_RESOURCES: Final[tuple[Resource, ...]] = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     LEASES,
+    POD_TEMPLATES,
     DAEMON_SETS,
     REPLICA_SETS,
     DEPLOYMENTS,
     STATEFUL_SETS,
     JOBS,
-    POD_TEMPLATES,
     CAPACITY_BUFFERS,
     POD_DISRUPTION_BUDGETS,
     PRIORITY_CLASSES,

@@ -55,6 +55,8 @@ class ProvisioningContext:
     """``batch/v1`` Jobs (JobSet parallelism)."""
     provisioning_requests: Mapping[str, provreq.ProvisioningRequest] = field(default_factory=dict)
     """ProvisioningRequests."""
+    pod_templates: Mapping[str, provreq.PodTemplate] = field(default_factory=dict)
+    """``v1`` PodTemplates (of ProvisioningRequests' pod sets)."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass name to value."""
     members: Mapping[GroupId, tuple[Pod, ...]] = field(init=False, repr=False, compare=False)
@@ -109,6 +111,7 @@ _KINDS: Final[Mapping[tuple[str, str], tuple[str, _Model, bool]]] = {
         provreq.ProvisioningRequest,
         True,
     ),
+    ("", "PodTemplate"): ("pod_templates", provreq.PodTemplate, True),
 }
 
 

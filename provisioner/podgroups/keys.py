@@ -62,6 +62,12 @@ KUEUE_TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
 # ProvisioningRequest (§7)
 CONSUME_PROVISIONING_REQUEST: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
 PROVISIONING_CLASS_NAME: Final = "autoscaling.x-k8s.io/provisioning-class-name"
+CONSUME_PROVISIONING_REQUEST_DEPRECATED: Final = (
+    "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
+)
+PROVISIONING_CLASS_NAME_DEPRECATED: Final = (
+    "cluster-autoscaler.kubernetes.io/provisioning-class-name"
+)
 
 # LeaderWorkerSet (§6)
 LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"

@@ -90,6 +90,7 @@ GROUP_KINDS: Final = frozenset(
         "Job",
         "ProvisioningRequest",
         "OpenModel",
+        "PodTemplate",
     }
 )
 
@@ -209,6 +210,7 @@ class Snapshot:
         overlays: valid NodeOverlays by name.
         state_nodes: Nodes and NodeClaims joined, with their pods and nominations, by
             :attr:`~provisioner.state.statenode.StateNode.key`.
+        taken_at: when the snapshot was taken (None: unknown).
     """
 
     pods: Mapping[str, Pod]
@@ -225,6 +227,7 @@ class Snapshot:
     nominations: Mapping[str, Nomination]
     state_nodes: Mapping[str, StateNode]
     overlays: Mapping[str, NodeOverlay] = dataclasses.field(default_factory=dict)
+    taken_at: datetime | None = None
 
     def with_changes(
         self,
@@ -538,10 +541,12 @@ class ClusterState:
 
     def snapshot(self, now: datetime | None = None) -> Snapshot:
         """An immutable copy of every index (the models are shared, not copied)."""
-        nominations = self.nominations(now or self._clock.now())
+        at = now or self._clock.now()
+        nominations = self.nominations(at)
         with self._lock:
             ix = self._ix
             return Snapshot(
+                taken_at=at,
                 state_nodes=self._state_nodes(nominations),
                 pods=dict(ix.pods),
                 nodes=dict(ix.nodes),

@@ -38,6 +38,7 @@ from provisioner.kube.resource import (
     PERSISTENT_VOLUMES,
     POD_DISRUPTION_BUDGETS,
     POD_GROUP_RESOURCES,
+    POD_TEMPLATES,
     PODS,
     PRIORITY_CLASSES,
     STORAGE_CLASSES,
@@ -59,6 +60,7 @@ _RESOURCES: tuple[Resource, ...] = (
     DAEMON_SETS,
     POD_DISRUPTION_BUDGETS,
     *POD_GROUP_RESOURCES,
+    POD_TEMPLATES,
     NODES,
     NODE_CLAIMS,
     PODS,
@@ -134,7 +136,10 @@ def _manifests(kube: KubeClient, snapshot: Snapshot) -> JsonObject:
     }
     items: list[JsonObject] = []
     for resource in _RESOURCES:
-        listed = _listed(kube, resource)
+        if resource == POD_TEMPLATES:  # read (get) into the cache, never listed
+            listed = [dict(o) for o in snapshot.group_objects if o.get("kind") == "PodTemplate"]
+        else:
+            listed = _listed(kube, resource)
         for obj in listed:
             obj.setdefault("apiVersion", resource.api_version)
             obj.setdefault("kind", resource.kind)

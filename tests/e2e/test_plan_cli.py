@@ -315,3 +315,17 @@ def test_each_pod_is_validated_once_with_the_collector_paused(
     assert len(validated) == pods
     assert collector == [False]
     assert gc.isenabled()
+
+
+def test_the_provisioning_request_example_plans_its_pods_as_one_gang(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = next(p for p in EXAMPLES if p.stem == "kueue-provisioning-request")
+    status = main(["plan", "-f", str(example), "--time-limit", "1", "-o", "json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    claims = json.loads(out)["nodeClaims"]
+    pods = sorted(p for c in claims for p in c["pods"])
+    assert pods == sorted(f"research/llm-train-prov-1-0-{i}" for i in range(8))
+    assert len({c["zone"] for c in claims}) == 1
+    assert {c["nodePool"] for c in claims} == {"gpu"}

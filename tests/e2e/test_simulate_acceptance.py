@@ -297,3 +297,92 @@ def test_llmaz_pods_take_their_first_flavor_and_fall_back_only_during_its_outage
     launched = [c for c in report["nodeClaims"] if c["launchedAt"] is not None]
     assert {c["capacityType"] for c in launched} == {"spot"}
     assert_one_instance_per_claim_and_no_orphan(report)
+
+
+# -- ProvisioningRequest (issue 19 item 2) -----------------------------------------------------
+
+PROVREQ = "ProvisioningRequest/research/"
+
+
+@pytest.fixture(scope="module")
+def provreq_report(test_catalog: Any) -> dict[str, Any]:
+    """The kueue-provisioning-request scenario, run once for its three phases."""
+    del test_catalog
+    report, _ = run(bundled("kueue-provisioning-request"))
+    return report
+
+
+def _request_events(report: dict[str, Any], name: str) -> list[tuple[float, str]]:
+    return [(e["at"], e["reason"]) for e in report["events"] if e["object"] == PROVREQ + name]
+
+
+def _claims_between(report: dict[str, Any], start: float, end: float) -> list[dict[str, Any]]:
+    return [c for c in report["nodeClaims"] if c["launchedAt"] and start <= c["launchedAt"] < end]
+
+
+def test_a_kueue_request_for_8_gpu_pods_is_provisioned_with_8_ready_nodes_and_consumed(
+    provreq_report: dict[str, Any],
+) -> None:
+    report = provreq_report
+    reasons = _request_events(report, "train-a-prov-1")
+    assert [r for _, r in reasons] == ["Accepted", "CapacityIsProvisioned"]
+    provisioned_at = reasons[1][0]
+    claims = _claims_between(report, 0, provisioned_at)
+    assert len(claims) == 8
+    assert all(
+        c["initializedAt"] is not None and c["initializedAt"] <= provisioned_at for c in claims
+    )
+    assert len({c["zone"] for c in claims}) == 1  # one gang, one zone
+    workers = pods_of(report, "research/train-a-")
+    assert len(workers) == 8
+    # the consumers bind to the booked nodes at once: no extra launch
+    assert all(p["scheduledAt"] == p["createdAt"] for p in workers)
+    assert {p["node"] for p in workers} == {c["node"] for c in claims}
+    assert len(_claims_between(report, provisioned_at, 19 * 60)) == 0
+
+
+def test_a_request_during_an_outage_of_its_only_type_fails_with_nothing_left_running(
+    provreq_report: dict[str, Any],
+) -> None:
+    report = provreq_report
+    reasons = _request_events(report, "train-b-prov-1")
+    assert [r for _, r in reasons] == ["Accepted", "Expired"]
+    accepted, failed = (at for at, _ in reasons)
+    assert failed == accepted + 300  # ValidUntilSeconds
+    assert report["summary"]["launchFailures"] > 0  # it kept trying, all or nothing
+    attempts = [
+        c
+        for c in report["nodeClaims"]
+        if c["launchedAt"] is None and accepted <= (c["deletedAt"] or -1) <= failed + 60
+    ]
+    assert len(attempts) % 8 == 0  # whole gangs of 8 NodeClaims, each rolled back
+    assert attempts
+    assert _claims_between(report, accepted, failed + 60) == []  # none of them ever ran
+    launched = [i for i in report["ec2Instances"] if accepted <= i["launchedAt"] <= failed + 60]
+    assert launched == []
+    running = [
+        i
+        for i in report["ec2Instances"]
+        if i["launchedAt"] < failed and (i["terminatedAt"] or 1e9) > failed
+    ]
+    assert running == []  # zero instances running when it failed
+    assert_one_instance_per_claim_and_no_orphan(report)
+
+
+def test_an_unconsumed_request_gets_booking_expired_and_its_nodes_go(
+    provreq_report: dict[str, Any],
+) -> None:
+    report = provreq_report
+    reasons = _request_events(report, "train-c-prov-1")
+    assert [r for _, r in reasons] == [
+        "Accepted",
+        "CapacityIsProvisioned",
+        "CapacityReservationTimeExpired",
+    ]
+    provisioned, expired = reasons[1][0], reasons[2][0]
+    assert expired == provisioned + 600
+    claims = _claims_between(report, 32 * 60, provisioned)
+    assert len(claims) == 8
+    # booked: not consolidated while the booking holds, consolidated after it
+    assert all(c["deletedAt"] is not None and c["deletedAt"] > expired for c in claims)
+    assert {c["deletionReason"] for c in claims} == {"Empty"}

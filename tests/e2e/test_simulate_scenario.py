@@ -52,6 +52,7 @@ def test_the_acceptance_scenarios_are_bundled() -> None:
         "headroom",
         "kai-gang-8-gpus",
         "kai-over-quota",
+        "kueue-provisioning-request",
         "llmaz-flavors",
         "malformed-nodepool",
         "missing-nodeclass",

@@ -287,10 +287,11 @@ def test_cluster_role_grants(default) -> None:
         # CapacityBuffers, and the PodTemplates and workloads that shape their chunks
         ("autoscaling.x-k8s.io", "capacitybuffers"): watched,
         ("autoscaling.x-k8s.io", "capacitybuffers/status"): {"patch"},
-        ("", "podtemplates"): watched,
+        ("", "podtemplates"): watched | {"get"},
         ("apps", "deployments"): watched,
         ("apps", "replicasets"): watched,
         ("apps", "statefulsets"): watched,
+        ("autoscaling.x-k8s.io", "provisioningrequests/status"): {"patch"},
     }
     assert _grants(_rules(default, "ClusterRole")) == expected
 

@@ -22,7 +22,7 @@ RescheduleDisruptionCost``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -39,6 +39,7 @@ from provisioner.controllers.disruption.facts import (
 )
 from provisioner.controllers.disruption.rescheduling import PoolCatalog
 from provisioner.controllers.events import Event
+from provisioner.controllers.provisioning.requested import requested
 from provisioner.state.statenode import StateNode
 
 __all__ = [
@@ -157,7 +158,10 @@ def consolidatable_at(state: StateNode, nodepool: NodePool) -> datetime | None:
 
 
 def _node_blocker(
-    state: StateNode, facts: ClusterFacts, in_flight: Callable[[str], bool]
+    state: StateNode,
+    facts: ClusterFacts,
+    in_flight: Callable[[str], bool],
+    booked: Mapping[str, str],
 ) -> str | None:
     if not state.initialized or state.node is None:
         return "Node isn't initialized"
@@ -165,6 +169,9 @@ def _node_blocker(
         return "Node is being deleted"
     if state.nodeclaim.name in facts.nominated:
         return "Node is nominated for a pending pod"
+    request = booked.get(state.nodeclaim.name)
+    if request is not None:
+        return f"Node is booked by ProvisioningRequest {request}"
     if state.node.metadata.annotations.get(wk.ANNOTATION_DO_NOT_DISRUPT) == wk.TRUE:
         return f'Disruption is blocked through the "{wk.ANNOTATION_DO_NOT_DISRUPT}" annotation'
     return None
@@ -207,11 +214,12 @@ def build_candidates(
     """
     now = facts.now
     candidates: list[Candidate] = []
+    booked = requested(facts.snapshot, facts.context).booked
     for state in sorted(facts.nodes.values(), key=lambda s: s.nodeclaim.name):
         nodepool = facts.pools.get(state.pool)
         if nodepool is None or nodepool.is_static:
             continue
-        blocker = _node_blocker(state, facts, in_flight)
+        blocker = _node_blocker(state, facts, in_flight, booked)
         gangs: frozenset[GangKey] = frozenset()
         if blocker is None:
             blocker, gangs = _pod_blocker(state, facts)

@@ -54,11 +54,16 @@ from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError, pod_facts
 from provisioner.controllers.provisioning.reasons import UnavailablePool
+from provisioner.controllers.provisioning.requested import (
+    CLAIM_ANNOTATION,
+    CLAIM_PODS_ANNOTATION,
+    requested,
+)
 from provisioner.controllers.statemetrics import OfferingGauges
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS
-from provisioner.podgroups import build_context, detect_group, karpenter_ignore_reason
+from provisioner.podgroups import build_context, detect_group, karpenter_ignore_reason, provreq
 from provisioner.runtime.reconciler import Request, Result
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirement
@@ -173,13 +178,18 @@ def build_view(
     region: str = "",
     ignore_preferences: bool = False,
     unavailable: Sequence[UnavailablePool] = (),
+    extra_pods: Sequence[Pod] = (),
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
     The view's nodes are the snapshot's state nodes (registered Nodes and in-flight
     NodeClaims); a nominated pod appears bound to the state node of its NodeClaim, so its
-    capacity is spent there. With ``ignore_preferences`` every pod loses its preferences.
+    capacity is spent there. ProvisioningRequests add their virtual pods (:mod:`requested`):
+    pending ones to plan, placeholders holding booked room; ``extra_pods`` are added pending.
+    With ``ignore_preferences`` every pod loses its preferences.
     """
+    context = build_context(snapshot.group_objects)
+    asked = requested(snapshot, context)
     pods: list[Pod] = []
     target = {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
     for key, pod in snapshot.pods.items():
@@ -191,8 +201,12 @@ def build_view(
             pods.append(pod.model_copy(update={"spec": spec}))
         else:
             pods.append(pod)
+    pods.extend(
+        without_preferences(pod) if ignore_preferences else pod
+        for pod in (*asked.placeholders, *asked.pending, *extra_pods)
+    )
     groups = dataclasses.replace(
-        build_context(snapshot.group_objects),
+        context,
         pods=tuple(pods),
         priority_classes=dict(snapshot.priority_classes),
     )
@@ -263,12 +277,20 @@ def resolve_pools(
     return pools
 
 
-def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region: str = "") -> Plan:
+def decide(
+    snapshot: Snapshot,
+    pools: PoolSet,
+    *,
+    planner: PlannerConfig,
+    region: str = "",
+    extra_pods: Sequence[Pod] = (),
+) -> Plan:
     """One provisioning batch's decision: what to launch and where pods go, nothing done yet.
 
     The provisioning controller acts on this; `jointer plan` prints it. Both call it on a
     cache snapshot (the controller's, or one loaded from manifests). llmaz model pods are
-    planned on their first usable flavor (:mod:`flavors`).
+    planned on their first usable flavor (:mod:`flavors`). ``extra_pods`` are planned too (a
+    check-capacity request's pods, with no pools).
 
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read.
@@ -279,6 +301,7 @@ def decide(snapshot: Snapshot, pools: PoolSet, *, planner: PlannerConfig, region
         region=region,
         ignore_preferences=planner.ignore_preferences,
         unavailable=unavailable_pools(snapshot, pools),
+        extra_pods=extra_pods,
     )
     choice = choose_flavors(view, openmodels(snapshot.group_objects))
     return with_flavor_rejections(plan(choice.view, planner), choice)
@@ -512,6 +535,17 @@ def nodeclaim_body(
     return body
 
 
+def _mark_request(body: dict[str, Any], virtual: Sequence[Pod]) -> None:
+    """Annotate a NodeClaim planned for a ProvisioningRequest's pods with it and their count."""
+    if not virtual:
+        return
+    pod = virtual[0]
+    name = pod.metadata.labels.get(provreq.VIRTUAL_LABEL, "")
+    annotations = body["metadata"]["annotations"]
+    annotations[CLAIM_ANNOTATION] = f"{pod.metadata.namespace or 'default'}/{name}"
+    annotations[CLAIM_PODS_ANNOTATION] = str(len(virtual))
+
+
 # --- gangs -----------------------------------------------------------------------------------
 
 
@@ -553,6 +587,12 @@ def gang_unit_id(groups: Sequence[str], names: Sequence[str], now: datetime) -> 
 class _Step:
     pools: PoolSet
     snapshot: Snapshot
+    virtual: Mapping[str, Pod] = dataclasses.field(default_factory=dict)
+    """ProvisioningRequests' pending virtual pods by key."""
+
+    def pod(self, key: str) -> Pod | None:
+        """A pod of the batch, real or virtual."""
+        return self.snapshot.pods.get(key) or self.virtual.get(key)
 
 
 BatchObserver = Callable[[Snapshot, PoolSet, Plan], None]
@@ -646,7 +686,13 @@ class ProvisioningController(ControllerBase):
 
     def _waiting_pods(self, now: datetime) -> list[Pod]:
         nominations = self._state.nominations(now)
-        return [p for p in self._state.pods() if is_provisionable(p) and p.key not in nominations]
+        waiting = [
+            p for p in self._state.pods() if is_provisionable(p) and p.key not in nominations
+        ]
+        objects, _ = self._state.group_objects()
+        if any(o.get("kind") == "ProvisioningRequest" for o in objects):
+            waiting.extend(requested(self._state.snapshot(now)).pending)
+        return waiting
 
     def _instance_types(self, nodepool: NodePool) -> Sequence[InstanceType]:
         ref = NodePoolRef(name=nodepool.name, node_class=_node_class_ref(nodepool))
@@ -674,7 +720,7 @@ class ProvisioningController(ControllerBase):
             How many provisionable pods are still without capacity or nomination.
         """
         snapshot = self._state.snapshot(now)
-        step = _Step(self.pools(snapshot), snapshot)
+        step = _Step(self.pools(snapshot), snapshot, requested(snapshot).pods)
         started = self._clock.monotonic()
         depth = self._queue_depth(snapshot)
         try:
@@ -704,6 +750,7 @@ class ProvisioningController(ControllerBase):
                 pods=len(placed),
             )
         self._nominate_existing(result, snapshot, now)
+        self._book_existing(result, step)
         failed = self._create_all(result, step, now)
         real = 0
         for unschedulable in result.unschedulable:
@@ -733,6 +780,33 @@ class ProvisioningController(ControllerBase):
         series = gauge.labels(controller=NAME, scheduling_id=scheduling_id)
         series.set(len(pending))
         return series
+
+    def _book_existing(self, result: Plan, step: _Step) -> None:
+        """Annotate the NodeClaims a ProvisioningRequest's pods were placed on (its booking).
+
+        A NodeClaim already holding another active request's pods is left to that one.
+        """
+        if not step.virtual:
+            return
+        held = requested(step.snapshot).booked
+        for placement in result.existing_nodes:
+            state = step.snapshot.state_nodes.get(placement.name)
+            virtual = [step.virtual[k] for k in placement.pods if k in step.virtual]
+            if state is None or state.claim is None or not virtual:
+                continue
+            body: dict[str, Any] = {"metadata": {"annotations": {}}}
+            _mark_request(body, virtual)
+            key = body["metadata"]["annotations"][CLAIM_ANNOTATION]
+            if held.get(state.claim_name, key) != key:
+                continue
+            try:
+                patched = self._kube.merge_patch(NODE_CLAIMS, state.claim_name, body)
+            except KubeApiError as error:
+                self._log.error(
+                    "booking nodeclaim", NodeClaim={"name": state.claim_name}, error=str(error)
+                )
+                continue
+            self._state.apply_object(patched)
 
     def _nominate_existing(self, result: Plan, snapshot: Snapshot, now: datetime) -> None:
         for placement in result.existing_nodes:
@@ -813,7 +887,7 @@ class ProvisioningController(ControllerBase):
     ) -> str | None:
         """Create the NodeClaim for ``claim``; its name, or None when it was not created."""
         nodepool, template = step.pools[claim.node_pool]
-        pods = [p for p in (step.snapshot.pods.get(k) for k in claim.pods) if p is not None]
+        pods = [p for p in (step.pod(k) for k in claim.pods) if p is not None]
         exceeded = self._limit_exceeded(nodepool)
         if exceeded is not None:
             self._log.error(
@@ -827,6 +901,7 @@ class ProvisioningController(ControllerBase):
             metadata = body["metadata"]
             metadata["labels"][wk.LABEL_GANG] = gang["label"]
             metadata["annotations"].update({k: v for k, v in gang.items() if k != "label"})
+        _mark_request(body, [step.virtual[k] for k in claim.pods if k in step.virtual])
         try:
             created = self._kube.create(NODE_CLAIMS, body)
         except KubeApiError as error:

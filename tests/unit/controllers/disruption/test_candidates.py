@@ -289,3 +289,58 @@ def test_gang_whose_budget_cannot_release_all_members_is_blocked():
     names, events = candidates(objects)
     assert names == []
     assert any("Pdb prevents" in m for m in blocked_messages(events))
+
+
+def _booking(provisioned_minutes_ago: int) -> list[dict[str, Any]]:
+    """An atomic ProvisioningRequest whose one pod is booked on NodeClaim ``a``."""
+    from provisioner.kube.event import format_time  # noqa: PLC0415
+
+    stamp = format_time(NOW - timedelta(minutes=provisioned_minutes_ago))
+    request = {
+        "apiVersion": "autoscaling.x-k8s.io/v1",
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": "train", "namespace": "default", "creationTimestamp": stamp},
+        "spec": {
+            "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+            "podSets": [{"podTemplateRef": {"name": "ppt"}, "count": 1}],
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": "True",
+                    "reason": t,
+                    "message": "",
+                    "lastTransitionTime": stamp,
+                }
+                for t in ("Accepted", "Provisioned")
+            ]
+        },
+    }
+    template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "ppt", "namespace": "default"},
+        "template": {
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        },
+    }
+    booked = claim(
+        "a",
+        annotations={
+            "jointer.dev/provisioning-request": "default/train",
+            "jointer.dev/provisioning-request-pods": "1",
+        },
+    )
+    return [request, template, booked, node("a")]
+
+
+def test_a_node_booked_by_a_provisioning_request_is_not_a_candidate():
+    names, events = candidates(_booking(provisioned_minutes_ago=3))
+    assert names == []
+    assert "Node is booked by ProvisioningRequest default/train" in blocked_messages(events)
+
+
+def test_a_booking_past_its_10_minutes_no_longer_protects_the_node():
+    names, _ = candidates(_booking(provisioned_minutes_ago=11))
+    assert names == ["a"]
