@@ -1141,6 +1141,8 @@ class _Packer:
         present, below = self._gate(c)
         dem = [(r, v) for r, v in c.demand.items() if v > 0]
         need = self.need_mask(c)
+        # a class allowed on every offering fits no bin less for its offerings
+        narrow = len(c.allowed_bin_types) < len(self.p.bin_types)
         for b in self.s.bins[: self.n_existing] + opened:
             if placed >= n:
                 break
@@ -1148,7 +1150,7 @@ class _Packer:
                 self._widen(b)
                 b.exh, b.dead = self._exhausted(b), False
             new = b.existing is None
-            if not run and new and _none_allowed(b.cands, c.allowed_bin_types):
+            if narrow and not run and new and _none_allowed(b.cands, c.allowed_bin_types):
                 continue  # as below, checked first once the leading run is over
             blocked = (zone is not None and b.pin is not None and b.pin != zone) or (
                 (present or below) and new and not _gate_ok(b.group, present, below)
@@ -1158,7 +1160,7 @@ class _Packer:
                     spent += 1
                 continue
             run = run and not new
-            if blocked or (new and _none_allowed(b.cands, c.allowed_bin_types)):
+            if blocked or (narrow and new and _none_allowed(b.cands, c.allowed_bin_types)):
                 continue
             f = self.fit(b, c, domain, n - placed)
             if f is not None:
