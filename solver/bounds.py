@@ -344,7 +344,12 @@ def _rows_of(
 _DFF_ROWS = 3
 """At most this many distinct ``u_k`` roundings of GPU fractions get their own rows."""
 _ADD_PER_ROUND = 1
-"""Offerings added to the restricted fluid LP per round."""
+"""Offerings added to the restricted fluid LP in the first round; each later round adds
+twice as many as the one before (at most the offerings that price out).
+
+Doubling keeps the few rounds of a problem whose classes merge (Karpenter's diverse mix: 3
+rounds) and cuts the rounds where each of hundreds of classes is its own row, which makes
+every re-solve slow (constraint mix, 1k pods: 34 rounds and 2.7 s adding one at a time)."""
 
 
 def fluid_bound(
@@ -737,6 +742,7 @@ def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
     for t in _seed(data):
         master.add(t)
     value: float | None = None
+    add = _ADD_PER_ROUND
     while True:
         if not master.solve(deadline):
             return value
@@ -753,7 +759,7 @@ def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
         value = max(value or 0.0, theta * float(pi @ data.counts))
         ratio[master.types] = np.inf
         todo = [t for t in np.argsort(ratio, kind="stable") if ratio[t] < 1 - 1e-9]
-        todo = todo[:_ADD_PER_ROUND]
+        todo, add = todo[:add], 2 * add
         if not todo or (deadline is not None and time.monotonic() >= deadline):
             return value
         for t in todo:

@@ -1,8 +1,9 @@
-"""The bench's second diverse workload and its wall-time reporting."""
+"""The bench's second diverse workload, its wall-time reporting and its FFD comparison."""
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 from pathlib import Path
 
 from bench import run, workloads
@@ -59,6 +60,7 @@ def _result(workload: str, pods: int, plan: float, wall: float) -> run.CaseResul
         greedy_placed=pods,
         partial_gangs=0,
         peak_rss_mib=100.0,
+        dearest_per_pod=10.0 / pods,
         wall_p50=wall,
     )
 
@@ -72,3 +74,21 @@ def test_the_report_shows_wall_next_to_planning_and_checks_the_ratio() -> None:
     slow = [*good, _result("constraint-mix", 10000, 2.0, 3.2)]
     text = run.write_results(slow, time_limit=None, seconds=1.0)
     assert "from 1,000 pods: NO (worst 1.60x, constraint-mix 10000)" in text
+
+
+def test_the_ffd_comparison_is_per_pod_placed_and_never_with_fewer_pods() -> None:
+    fair = _result("weighted-limits", 500, 1.0, 1.2)
+    # FFD leaves 100 pods unschedulable; the optimiser places them too, dearer in total only
+    more = dataclasses.replace(
+        fair, cost=11.5, cost_range=(11.4, 11.5), greedy_placed=400, dearest_per_pod=11.5 / 500
+    )
+    assert more.never_dearer
+    text = run.write_results([fair, more], time_limit=None, seconds=1.0)
+    assert "- Cost never above first-fit-decreasing (at least as many pods placed" in text
+    assert "cost per pod placed no higher): yes." in text
+    dearer = dataclasses.replace(fair, cost_range=(10.0, 11.5), dearest_per_pod=11.5 / 500)
+    fewer = dataclasses.replace(fair, pods=2000, placed=1999, greedy_placed=2000)
+    assert not dearer.never_dearer
+    assert not fewer.never_dearer
+    text = run.write_results([fair, dearer, fewer], time_limit=None, seconds=1.0)
+    assert "no higher): NO (weighted-limits 500, weighted-limits 2000)." in text

@@ -342,3 +342,42 @@ def test_exact_pricing_packs_fractions_device_by_device() -> None:
     assert upper is not None
     assert upper == pytest.approx(20.0, abs=1e-3)
     assert max(q.count("f") for q in patterns) == 2
+
+
+def test_the_fluid_lp_adds_twice_as_many_offerings_each_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # many offerings of different shapes price out: adding one a round re-solved the LP once
+    # per offering (slow where hundreds of classes are each a row of every offering)
+    types = tuple(
+        bt(
+            f"t{i}",
+            500 * (1 + i % 9),
+            512 * (1 + (i * 5) % 23),
+            50_000 * (1 + i % 9) + 11_000 * (1 + (i * 5) % 23) - 13 * i,
+        )
+        for i in range(60)
+    )
+    ids = [t.id for t in types]
+    classes = tuple(
+        pc(f"c{j}", 3, 90 + 41 * (j % 11), 100 + 97 * ((j * 3) % 17), ids) for j in range(60)
+    )
+    p = Problem(types, classes)
+    demand = {c.key: c.count for c in classes}
+    data = bounds._aggregate(p, demand)
+    assert data is not None
+    full = _full_lp(p, demand)
+    sizes: list[int] = []
+    solve = bounds._Master.solve
+
+    def counted(master: bounds._Master, deadline: float | None) -> bool:
+        sizes.append(len(master.types))
+        return solve(master, deadline)
+
+    monkeypatch.setattr(bounds._Master, "solve", counted)
+    value = bounds._fluid_lp(data, None)
+    assert value is not None
+    assert value / bounds._UNIT == pytest.approx(full, rel=1e-6, abs=1)
+    added = sizes[-1] - sizes[0]
+    assert added >= 4
+    assert len(sizes) <= 2 + math.ceil(math.log2(added))

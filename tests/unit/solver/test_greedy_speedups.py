@@ -1,5 +1,6 @@
 """The per-run indexes of the greedy planners agree with the plain definitions."""
 
+from typing import Any
 from unittest.mock import patch
 
 from hypothesis import given, settings
@@ -18,9 +19,9 @@ from solver.greedy import (
     cost_aware_ffd,
     karpenter_ffd,
 )
-from solver.problem import BinType, Problem
+from solver.problem import BinType, PodClass, Problem
 from solver.weights import fit_key, fits_one
-from tests.unit.solver.builders import bt
+from tests.unit.solver.builders import bt, pc
 from tests.unit.solver.strategies import problems
 
 
@@ -127,3 +128,32 @@ def test_open_order_matches_a_full_sort(problem: Problem) -> None:
     with patch.object(_Packer, "_open_order", checked):
         karpenter_ffd(problem)
         cost_aware_ffd(problem)
+
+
+@settings(max_examples=80)
+@given(problems())
+def test_skipping_bins_of_disallowed_offerings_keeps_the_plans(problem: Problem) -> None:
+    with patch("solver.greedy._none_allowed", return_value=False):
+        plain = (karpenter_ffd(problem), cost_aware_ffd(problem))
+    assert (karpenter_ffd(problem), cost_aware_ffd(problem)) == plain
+
+
+def test_bins_of_offerings_a_class_may_not_use_are_not_fitted() -> None:
+    # pool "pb"'s large pods leave room on 20 bins that pool "pa"'s small pods must pass by
+    types = (bt("a", 4000, 16384, 3000, pool="pa"), bt("b", 1000, 4096, 1000, pool="pb"))
+    large = [pc(f"b{i}", 2, 600 + i, 256, ["b"]) for i in range(10)]
+    small = [pc(f"a{i}", 1, 100 + i, 256, ["a"]) for i in range(20)]
+    problem = Problem(types, (*large, *small))
+    fit = _Packer.fit
+    calls: list[str] = []
+
+    def counted(packer: _Packer, b: _Bin, c: PodClass, *args: Any) -> Any:
+        calls.append(f"{c.key}@{b.by_cpu[0].pool}")
+        return fit(packer, b, c, *args)
+
+    with patch.object(_Packer, "fit", counted):
+        plan = cost_aware_ffd(problem)
+    assert not plan.unplaced
+    assert sorted(b.bin_type for b in plan.new_bins) == ["a"] + ["b"] * 20
+    # the small pods are only fitted against the bins of their own pool
+    assert not [call for call in calls if call.startswith("a") and call.endswith("@pb")]
