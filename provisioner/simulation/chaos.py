@@ -91,7 +91,7 @@ FAULTS: Final[Mapping[str, tuple[str, float]]] = {
     "iceStorm": ("InsufficientInstanceCapacity on spot or a set of types, 10-30 min", 0.4),
     "ec2Throttling": ("a burst of 5-40 EC2 calls answered RequestLimitExceeded (503)", 1.0),
     "kubeConflict": ("409 Conflict on the next update of the controllers", 3.0),
-    "kubeGone": ("410 Gone on the next list, the API's watch history compacted", 1.0),
+    "kubeGone": ("watches expire (history compacted): the relist gets 410 Gone, retries", 1.0),
     "kubeServerError": ("500/503 on the next create or update of the controllers", 2.0),
     "controllerRestart": ("controllers restarted, queues and caches lost", 0.25),
     "restartMidLaunch": ("controllers crash right after a CreateFleet returned", 0.25),
@@ -655,8 +655,10 @@ class Chaos:
                 self._kube_faults.append((fault.kind, frozenset({"patch", "update"}), _conflict()))
             case "kubeGone":
                 world.kube.compact()
+                # The watches expire: the informers' relist meets 410 first, then succeeds.
                 gone = GoneError("too old resource version", reason="Expired")
                 self._kube_faults.append((fault.kind, frozenset({"list"}), gone))
+                world.driver.relist()
             case "kubeServerError":
                 error = _server_error(int(fault.params["code"]))
                 self._kube_faults.append((fault.kind, _WRITES, error))
