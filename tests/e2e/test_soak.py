@@ -4,12 +4,18 @@ makes the checks fail."""
 
 from __future__ import annotations
 
-from provisioner.kube.resource import PODS
+from provisioner.kube.errors import GoneError
+from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.protocol import WatchEvent
+from provisioner.kube.resource import PODS, Resource
+from provisioner.runtime.reconciler import Reconciler
 from provisioner.simulation.chaos import FAULTS, Chaos, plan_faults, run_soak, soak_scenario
 from provisioner.simulation.cloud import Launch
-from provisioner.simulation.driver import ControllerCrash
+from provisioner.simulation.driver import ControllerCrash, ControllerDriver, WorkItem
 from provisioner.simulation.objects import name_of
 from provisioner.simulation.recorder import RecordingKube
+from provisioner.simulation.runner import quiet_logger
+from provisioner.simulation.timeline import Timeline
 
 SMALL = 100
 """The workload's scale in tests (the soak itself runs ~2,000 pods)."""
@@ -94,3 +100,39 @@ def test_a_seeded_failing_invariant_makes_the_soak_fail() -> None:
     assert result.counts["protectedPodEvictions"] == 1
     duplicate = next(v for v in result.violations if v.invariant == "duplicateLaunches")
     assert "2 instances for one NodeClaim" in duplicate.detail
+
+
+class Relisting:
+    """A controller set whose lists fail while ``failures`` lasts (410 Gone)."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.failures = 0
+        self.lists: list[float] = []
+
+    @property
+    def reconcilers(self) -> tuple[Reconciler, ...]:
+        return ()
+
+    def start(self) -> list[WorkItem]:
+        self.lists.append(self.timeline.now)
+        if self.failures:
+            self.failures -= 1
+            raise GoneError("too old resource version", reason="Expired")
+        return []
+
+    def handle(self, resource: Resource, event: WatchEvent) -> list[WorkItem]:
+        return []
+
+
+def test_a_relist_after_410_gone_retries_with_backoff_until_it_lists() -> None:
+    timeline = Timeline()
+    driver = ControllerDriver(
+        timeline, InMemoryKube(clock=timeline.clock.now), logger=quiet_logger()
+    )
+    controllers = Relisting(timeline)
+    driver.start(controllers)
+    controllers.failures = 2
+    timeline.after(5, driver.relist)
+    timeline.run_until(60)
+    assert controllers.lists == [0, 5, 6, 8]
