@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck imports unit browser bench clean
+.PHONY: demo test lint typecheck imports unit browser bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ browser:
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+# The chaos soak: 24 virtual hours, ~2,000 pods, seeded faults; writes docs/reliability.md.
+soak: $(STAMP)
+	PYTHONPATH=. $(BIN)/python scripts/soak.py --seed $${SEED:-1} --hours $${HOURS:-24}
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -75,6 +75,8 @@ _VPC_CIDR: Final = "10.0.0.0/16"
 _SUBNET_PREFIX: Final = 20
 _ICE_CODE: Final = "InsufficientInstanceCapacity"
 _ICE_MESSAGE: Final = "There is no capacity available that matches your request."
+_THROTTLE_CODE: Final = "RequestLimitExceeded"
+_THROTTLE_MESSAGE: Final = "Request limit exceeded."
 _CONTEXT_KEY: Final = "jointer_simulation"
 _RESERVATION_CODE: Final = "ReservationCapacityExceeded"
 _RESERVATION_MESSAGE: Final = "Insufficient capacity in the targeted capacity reservation."
@@ -184,6 +186,7 @@ class _Counters:
     fleet_calls: int = 0
     failed_fleets: int = 0
     ice_errors: int = 0
+    throttled_calls: int = 0
 
 
 class MotoCloud:
@@ -221,6 +224,8 @@ class MotoCloud:
         self.on_launch: list[Callable[[Launch], None]] = []
         self.on_terminate: list[Callable[[str], None]] = []
         self.after_launch: Callable[[Launch], None] | None = None
+        self.throttle_budget = 0
+        """How many more EC2 calls of the controllers fail with ``RequestLimitExceeded``."""
         self._roles: set[str] = set()
         self._template_groups: dict[tuple[str, str], list[str]] = {}
         self.reservations: dict[str, SimReservation] = {}
@@ -431,6 +436,7 @@ class MotoCloud:
     def _register_hooks(self, session: boto3.session.Session) -> None:
         events = session.events
         events.register("provide-client-params.ec2.CreateFleet", self._remove_unavailable)
+        events.register("before-call.ec2", self._throttle)
         events.register("before-call.ec2.CreateFleet", self._short_circuit)
         events.register("after-call.ec2.CreateFleet", self._after_fleet)
         events.register("after-call.ec2.TerminateInstances", self._after_terminate)
@@ -500,7 +506,21 @@ class MotoCloud:
         else:
             state["empty"] = True
 
+    def _throttle(self, context: dict[str, Any], **_: Any) -> Any:
+        """Answer ``RequestLimitExceeded`` (HTTP 503) while a throttling burst lasts."""
+        if self.throttle_budget <= 0:
+            return None
+        self.throttle_budget -= 1
+        self.counters.throttled_calls += 1
+        context.setdefault(_CONTEXT_KEY, {})["throttled"] = True
+        return AWSResponse("", 503, {}, None), {  # type: ignore[arg-type]
+            "Error": {"Code": _THROTTLE_CODE, "Message": _THROTTLE_MESSAGE},
+            "ResponseMetadata": {"HTTPStatusCode": 503},
+        }
+
     def _short_circuit(self, context: dict[str, Any], **_: Any) -> Any:
+        if context.get(_CONTEXT_KEY, {}).get("throttled"):
+            return None
         if context.get(_CONTEXT_KEY, {}).get("empty"):
             return AWSResponse("", 200, {}, None), {  # type: ignore[arg-type]
                 "FleetId": "fleet-00000000-0000-0000-0000-000000000000",
@@ -511,6 +531,8 @@ class MotoCloud:
 
     def _after_fleet(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         state = context.get(_CONTEXT_KEY) or {}
+        if state.get("throttled"):
+            return
         errors = parsed.setdefault("Errors", [])
         for spec, override in state.get("removed", []):
             self.counters.ice_errors += 1
@@ -772,6 +794,25 @@ class MotoCloud:
                 }
             ]
         )
+
+    def send_instance_event(self, instance_id: str, detail_type: str, **detail: str) -> None:
+        """Publish an EC2 event about ``instance_id`` through EventBridge (rebalance, state)."""
+        moment = self.timeline.at_seconds(self.timeline.now)
+        self._admin["events"].put_events(
+            Entries=[
+                {
+                    "Source": "aws.ec2",
+                    "DetailType": detail_type,
+                    "Detail": json.dumps({"instance-id": instance_id, **detail}),
+                    "Resources": [f"arn:aws:ec2:{self.region}:{ACCOUNT_ID}:instance/{instance_id}"],
+                    "Time": moment,
+                }
+            ]
+        )
+
+    def stop_instance(self, instance_id: str) -> None:
+        """Stop an instance outside Jointer (its state-change event is the caller's to send)."""
+        self._admin["ec2"].stop_instances(InstanceIds=[instance_id])
 
     def nodeclaim_of(self, instance: Mapping[str, Any]) -> str:
         """The NodeClaim an instance's tags name ("" when untagged)."""

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from provisioner.kube.errors import KubeApiError
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import WatchEvent, WatchEventType
 from provisioner.kube.resource import Resource
@@ -156,6 +157,30 @@ class ControllerDriver:
         self._timeline.cancel(lambda key: _is_reconcile_of(key, generation))
         self._controllers = None
         self._by_name = {}
+
+    def relist(self, retry: float = BACKOFF_BASE_SECONDS) -> None:
+        """What informers do after a watch expired (410 Gone): list everything again.
+
+        The controllers' cache is replaced from fresh lists and their initial work queued; a
+        list the API fails is retried ``retry`` virtual seconds later (doubling, as the
+        reflector backs off).
+        """
+        controllers = self._controllers
+        if controllers is None:
+            return
+        generation = self._generation
+        try:
+            work = controllers.start()
+        except KubeApiError as error:
+            self._logger.warning("relist failed", error=str(error), retry_in=retry)
+            delay = min(retry * 2, BACKOFF_MAX_SECONDS)
+            self._timeline.after(
+                retry,
+                lambda: self.relist(delay) if generation == self._generation else None,
+                key=("relist", generation),
+            )
+            return
+        self._queue(work)
 
     def has(self, reconciler: str) -> bool:
         """Whether a reconciler of that name is running."""

@@ -98,6 +98,8 @@ class Kubelet:
         self._startup = node_startup
         self._region = region
         self._node_of_instance: dict[str, str] = {}
+        self.never_join: set[str] = set()
+        """Instances whose kubelet never registers a Node (a bad AMI, a broken bootstrap)."""
         cloud.on_launch.append(self.on_launch)
 
     # -- nodes -------------------------------------------------------------------------------
@@ -117,7 +119,9 @@ class Kubelet:
         )
 
     def register(self, instance_id: str) -> None:
-        """Create the Node of an instance (if it still runs)."""
+        """Create the Node of an instance (if it still runs and is meant to join)."""
+        if instance_id in self.never_join:
+            return
         found = self._cloud.describe([instance_id])
         if not found or found[0].get("State", {}).get("Name") not in _LIVE_STATES:
             return

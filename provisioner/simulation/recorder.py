@@ -12,7 +12,7 @@ the launch error's kind when its launch failed, and otherwise the last Warning e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -145,6 +145,8 @@ class Recorder:
         self.events: list[EventRecord] = []
         self.interrupted: dict[str, str] = {}
         """Instance id -> interruption kind, for instances the scenario interrupted."""
+        self.on_evicted: list[Callable[[EvictionRecord, Mapping[str, Any]], None]] = []
+        """Called after each eviction the controllers made, with the pod as it was."""
         self._claim_of_node: dict[str, str] = {}
         self._unsubscribe = kube.subscribe(self.observe)
 
@@ -321,6 +323,8 @@ class Recorder:
         )
         if record is not None:
             record.evictions += 1
+        for listener in self.on_evicted:
+            listener(self.evictions[-1], pod)
 
 
 class RecordingKube(ForwardingKube):

@@ -38,7 +38,7 @@ from provisioner.apis.errors import ApiValidationError
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.errors import AlreadyExistsError, KubeApiError, NotFoundError
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.protocol import WatchEvent
+from provisioner.kube.protocol import KubeClient, WatchEvent
 from provisioner.kube.rbac import AuthorizedKube, chart_authorizer
 from provisioner.kube.resource import (
     DEPLOYMENTS,
@@ -137,6 +137,10 @@ class RunOptions:
         logger: the controllers' logger (a silent one when None).
         on_launch: called after each instance launch (tests inject faults here; raising
             :class:`ControllerCrash` crashes the controllers mid-reconcile).
+        wrap_kube: wraps the controllers' Kubernetes port at each (re)start (the chaos soak
+            injects the API server's errors there).
+        on_start: called once the world is built, before the controllers first start (the
+            chaos soak schedules its faults and invariant checks here).
     """
 
     policy: Literal["jointer", "greedy"] = "jointer"
@@ -147,6 +151,8 @@ class RunOptions:
     progress_every: float = 60.0
     logger: Any = None
     on_launch: Callable[[Launch], None] | None = None
+    wrap_kube: Callable[[KubeClient], KubeClient] | None = None
+    on_start: Callable[[Simulation], None] | None = None
 
 
 def quiet_logger() -> Any:
@@ -280,6 +286,8 @@ class Simulation:
             self._reservations(account)
             world = self._build(timeline, kube, recorder, account, CatalogSource(catalog, loader))
             self._world = world
+            if self.options.on_start is not None:
+                self.options.on_start(self)
             self._start_controllers()
             for step in self.scenario.steps:
                 timeline.schedule(step.at, self._runner(step), key=("step", step.index))
@@ -354,7 +362,10 @@ class Simulation:
         world = self.world
         # The controllers act with the chart's RBAC (embedded from `helm template`): a call the
         # chart does not grant fails with the API server's 403, as in a cluster.
-        kube = AuthorizedKube(RecordingKube(world.kube, world.recorder), chart_authorizer())
+        port: KubeClient = RecordingKube(world.kube, world.recorder)
+        if self.options.wrap_kube is not None:
+            port = self.options.wrap_kube(port)
+        kube = AuthorizedKube(port, chart_authorizer())
         aws = build_aws(
             account=world.account, kube=kube, source=world.source, timer=world.timeline.timer
         )
