@@ -139,7 +139,9 @@ def _nodepool(name: str, capacity_type: str, budget: str) -> Obj:
     }
 
 
-def _claim(name: str, pool: str, capacity: str, type_name: str, zone: str, drifted: bool) -> Obj:
+def _claim(  # noqa: PLR0917 - a builder of test objects
+    name: str, pool: str, capacity: str, type_name: str, zone: str, drifted: bool
+) -> Obj:
     stamp = format_time(EARLIER)
     conditions = [
         {"type": kind, "status": "True", "lastTransitionTime": stamp, "reason": kind}
@@ -147,7 +149,12 @@ def _claim(name: str, pool: str, capacity: str, type_name: str, zone: str, drift
     ]
     if drifted:
         conditions.append(
-            {"type": "Drifted", "status": "True", "lastTransitionTime": stamp, "reason": "NodeClass"}
+            {
+                "type": "Drifted",
+                "status": "True",
+                "lastTransitionTime": stamp,
+                "reason": "NodeClass",
+            }
         )
     return {
         "apiVersion": "karpenter.sh/v1",
@@ -578,8 +585,9 @@ def _apply(objects: list[Obj], command: Command, prepared: _Pass, serial: int) -
         if kind == "Pod":
             key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
             if key in where and key in simulation.displaced:
-                obj = {**obj, "spec": {**obj["spec"], "nodeName": where[key]}}
-            elif obj["spec"]["nodeName"] in gone_nodes:
+                kept.append({**obj, "spec": {**obj["spec"], "nodeName": where[key]}})
+                continue
+            if obj["spec"]["nodeName"] in gone_nodes:
                 continue  # not reschedulable (e.g. a daemon pod): it goes with its node
         kept.append(obj)
     return kept + added

@@ -14,8 +14,8 @@ Karpenter's ``computeConsolidation`` (reason ``Underutilized``):
 
 **Multi-node** takes the candidates the budgets allow (cheapest disruption first) and
 binary-searches the longest prefix (at least two) that consolidates, within its time budget;
-with ``--policy greedy`` it keeps Karpenter's cap of 100 candidates (karpenter#3186). **Single-node** tries the
-candidates one by one, highest savings first, round-robin over pools.
+with ``--policy greedy`` it keeps Karpenter's cap of 100 candidates (karpenter#3186).
+**Single-node** tries the candidates one by one, highest savings first, round-robin over pools.
 """
 
 from __future__ import annotations
