@@ -394,6 +394,8 @@ class PassResult:
     Attributes:
         policy: the planner policy of the rescheduling simulations.
         seconds: wall time of the pass (facts and candidates included).
+        cpu_seconds: the process's CPU time over the pass (the pass is single-threaded: on a
+            shared machine this is the wall time it would take alone).
         phases: seconds per phase (``facts``, ``candidates``, then each method).
         commands: each method's command as (nodes disrupted, replacements, hourly savings);
             methods that found none are left out.
@@ -404,6 +406,7 @@ class PassResult:
 
     policy: str
     seconds: float
+    cpu_seconds: float
     phases: dict[str, float]
     commands: dict[str, tuple[int, int, float]]
     simulations: int
@@ -495,6 +498,7 @@ def full_pass(
     """Every method of one disruption pass on ``state`` (each computes its command)."""
     config = config or DisruptionConfig()
     started = clock()
+    cpu_started = time.process_time()
     prepared = _prepare(state, policy, config, clock)
     commands: dict[str, tuple[int, int, float]] = {}
     for method in _methods():
@@ -508,6 +512,7 @@ def full_pass(
     return PassResult(
         policy=policy,
         seconds=clock() - started,
+        cpu_seconds=time.process_time() - cpu_started,
         phases=prepared.phases,
         commands=commands,
         simulations=prepared.context.simulations,
@@ -720,9 +725,9 @@ def section(rows: Sequence[Row], shrink: tuple[Convergence, Convergence] | None)
         ),
         "",
         (
-            "| nodes | pods | pass s | target s | multi s | simulations | savings (K-style) "
-            "| consolidation savings (K-style) | consolidation ratio | nodes removed (K-style) "
-            "| K-style pass s | peak RSS MiB |"
+            "| nodes | pods | pass s (CPU s) | target s | multi s | simulations "
+            "| savings (K-style) | consolidation savings (K-style) | consolidation ratio "
+            "| nodes removed (K-style) | K-style pass s (CPU s) | peak RSS MiB |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -730,20 +735,22 @@ def section(rows: Sequence[Row], shrink: tuple[Convergence, Convergence] | None)
         j, g = row.jointer, row.greedy
         target = PASS_TARGETS.get(row.nodes)
         lines.append(
-            f"| {row.nodes} | {row.pods} | {j.seconds:.2f} | "
+            f"| {row.nodes} | {row.pods} | {j.seconds:.2f} ({j.cpu_seconds:.2f}) | "
             f"{'-' if target is None else f'{target:g}'} | {j.phases.get('multi', 0):.2f} | "
             f"{j.simulations} | {j.savings:.2f} ({g.savings:.2f}) | "
             f"{j.consolidation_savings:.2f} ({g.consolidation_savings:.2f}) | "
-            f"{row.consolidation_ratio:.2f} | {j.removed} ({g.removed}) | {g.seconds:.2f} | "
+            f"{row.consolidation_ratio:.2f} | {j.removed} ({g.removed}) | "
+            f"{g.seconds:.2f} ({g.cpu_seconds:.2f}) | "
             f"{row.peak_rss_mib:.0f} |"
         )
     lines.append("")
     timed = [r for r in rows if r.nodes in PASS_TARGETS]
     if timed:
-        held = all(r.jointer.seconds <= PASS_TARGETS[r.nodes] for r in timed)
+        wall = all(r.jointer.seconds <= PASS_TARGETS[r.nodes] for r in timed)
+        cpu = all(r.jointer.cpu_seconds <= PASS_TARGETS[r.nodes] for r in timed)
         lines.append(
             "- Pass time targets (10 s at 2,000 nodes, 30 s at 5,000): "
-            f"{'hold' if held else 'MISSED'}."
+            f"wall {'hold' if wall else 'MISSED'}, CPU time {'hold' if cpu else 'MISSED'}."
         )
     if rows:
         lines.append(
@@ -799,6 +806,7 @@ def report(sizes: Sequence[int] = (500, 2000, 5000), *, shrink: bool = True) -> 
         rows.append(row)
         sys.stderr.write(
             f"consolidation {nodes} nodes: pass {row.jointer.seconds:.2f}s "
+            f"(cpu {row.jointer.cpu_seconds:.2f}s) "
             f"{ {k: round(v, 2) for k, v in row.jointer.phases.items()} } savings "
             f"{row.jointer.savings:.2f} vs greedy {row.greedy.savings:.2f} "
             f"(pass {row.greedy.seconds:.2f}s) peak rss {row.peak_rss_mib:.0f}MiB\n"

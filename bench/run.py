@@ -378,6 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import consolidation  # noqa: PLC0415
 
     disruption = consolidation.report((500,) if args.quick else (500, 2000, 5000))
+    if not args.quick:
+        from bench import scenario_scale  # noqa: PLC0415
+
+        disruption += scenario_scale.section(scenario_scale.replay_in_child())
     text = write_results(
         results,
         time_limit=args.time_limit,
