@@ -128,7 +128,7 @@ def scenario(pods: int = 5000, hours: int = 24, seed: int = 1) -> Scenario:
         "metadata": {"name": f"day-{pods}"},
         "spec": {
             "region": "us-east-1",
-            "clusterName": "bench",
+            "clusterName": "demo",
             "duration": f"{hours}h",
             "nodeStartup": "40s",
             "steps": steps,
