@@ -15,6 +15,7 @@ from provisioner.controllers.disruption.rescheduling import _as_pending, _withou
 from provisioner.controllers.provisioning.builder import _ExistingFitIndex, _ExistingNode
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.scheduling.resources import fits
+from tests.unit.controllers.disruption.objects import claim, node, pod, running
 from tests.unit.controllers.disruption.test_methods import context, lightly_used
 
 
@@ -42,6 +43,40 @@ def test_jointer_policy_searches_past_karpenters_multi_node_cap() -> None:
     assert jointer is not None
     assert len(jointer.candidates) == 6
     assert jointer.savings > greedy.savings
+
+
+def _small_and_large() -> list[dict[str, object]]:
+    """Two c.large nodes with one pod each, two c.2xlarge nodes with two pods each."""
+    objects: list[dict[str, object]] = []
+    for name, size, cpu, pods in (
+        ("s0", "c.large", "1900m", 1),
+        ("s1", "c.large", "1900m", 1),
+        ("l0", "c.2xlarge", "7900m", 2),
+        ("l1", "c.2xlarge", "7900m", 2),
+    ):
+        objects += [
+            claim(name, instance_type=size),
+            node(name, cpu=cpu, labels={"node.kubernetes.io/instance-type": size}),
+        ]
+        objects += [
+            running(pod(f"web-{name}-{i}", cpu="400m"), f"node-{name}") for i in range(pods)
+        ]
+    return objects
+
+
+def test_jointer_policy_takes_the_most_savings_per_disruption_within_the_budget() -> None:
+    """Karpenter takes the cheapest disruption first; Jointer the most savings per disruption."""
+    ctx, candidates, _, _ = context(_small_and_large())
+    greedy = MultiNodeConsolidation().compute(ctx, {"default": 2}, candidates)
+    assert greedy is not None
+    assert sorted(c.name for c in greedy.candidates) == ["node-s0", "node-s1"]
+    ctx.planner = PlannerConfig(
+        policy="jointer", time_limit_seconds=0.2, num_workers=1, deterministic_time=True
+    )
+    jointer = MultiNodeConsolidation().compute(ctx, {"default": 2}, candidates)
+    assert jointer is not None
+    assert sorted(c.name for c in jointer.candidates) == ["node-l0", "node-l1"]
+    assert jointer.savings > 2 * greedy.savings
 
 
 def _facts(nodes: int) -> ClusterFacts:
@@ -88,16 +123,16 @@ def test_pdb_limits_match_a_selector_per_label_set_as_per_pod() -> None:
     pods = list(facts.snapshot.pods.values())
     limits = PdbLimits(facts.snapshot.pdbs.values(), pods)
     covered = 0
-    for pod in pods:
+    for item in pods:
         expected = [
             f"{b.metadata.namespace}/{b.metadata.name}"
             for b in facts.snapshot.pdbs.values()
             if b.spec.selector is not None
             and all(
-                pod.metadata.labels.get(k) == v for k, v in b.spec.selector.match_labels.items()
+                item.metadata.labels.get(k) == v for k, v in b.spec.selector.match_labels.items()
             )
         ]
-        assert limits.covering(pod) == expected
+        assert limits.covering(item) == expected
         covered += bool(expected)
     assert covered > 0
 
