@@ -350,6 +350,7 @@ def write_results(
     time_limit: float | None,
     seconds: float,
     state_memory: dict[str, float] | None = None,
+    sections: Sequence[str] = (),
 ) -> str:
     """Render docs/benchmarks.md."""
     gaps = [r.gap for r in results if r.pods >= 500]
@@ -381,6 +382,7 @@ def write_results(
         *[line for line in summary if line],
         "",
         *_state_lines(state_memory),
+        *sections,
         _WORKLOADS,
         "",
     ]
@@ -456,11 +458,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import state_memory  # noqa: PLC0415
 
     memory = None if args.quick else state_memory.run(5000, 50000)
+    from bench import consolidation  # noqa: PLC0415
+
+    disruption = consolidation.report((500,) if args.quick else (500, 2000, 5000))
+    if not args.quick:
+        from bench import scenario_scale  # noqa: PLC0415
+
+        disruption += scenario_scale.section(scenario_scale.replay_in_child())
     text = write_results(
         results,
         time_limit=args.time_limit,
         seconds=time.monotonic() - started,
         state_memory=memory,
+        sections=disruption,
     )
     Path(args.output).write_text(text)
     sys.stderr.write(f"wrote {args.output}\n")

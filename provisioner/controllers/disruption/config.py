@@ -41,7 +41,9 @@ class DisruptionConfig:
         recheck_interval: a method that found nothing runs again on an unchanged cluster only
             after this long (5 min).
         drift_interval: how often a NodeClaim's drift is re-evaluated (5 min).
-        multi_node_max_candidates: candidates multi-node consolidation considers (100).
+        multi_node_max_candidates: candidates multi-node consolidation considers with the
+            ``greedy`` (Karpenter-style) policy (100, Karpenter's cap); Jointer's policy takes
+            every candidate the budgets allow and stops on ``multi_node_timeout``.
         simulation_time_limit_seconds: the optimiser's budget per rescheduling simulation.
         catalog_ttl: how long the NodePools' instance types are reused between passes.
         multi_node_timeout: multi-node consolidation stops searching after this long (1 min).

@@ -12,9 +12,11 @@ Karpenter's ``computeConsolidation`` (reason ``Underutilized``):
 4. ``Balanced`` pools approve a move only when its share of the pool's savings is at least half
    its share of the pool's disruption.
 
-**Multi-node** takes up to 100 candidates (cheapest disruption first, within budgets) and
-binary-searches the longest prefix (at least two) that consolidates. **Single-node** tries the
-candidates one by one, highest savings first, round-robin over pools.
+**Multi-node** takes the candidates the budgets allow, the least disruption per dollar saved
+first, and binary-searches the longest prefix (at least two) that consolidates, within its time
+budget; with ``--policy greedy`` it keeps Karpenter's order (cheapest disruption first) and cap
+of 100 candidates (karpenter#3186).
+**Single-node** tries the candidates one by one, highest savings first, round-robin over pools.
 """
 
 from __future__ import annotations
@@ -168,9 +170,18 @@ class MultiNodeConsolidation:
         self, context: MethodContext, budgets: Mapping[str, int], candidates: Sequence[Candidate]
     ) -> Command | None:
         """The longest prefix (at least two) of the candidates that consolidates."""
-        ordered = sorted(candidates, key=lambda c: (c.disruption_cost, c.name))
+        if context.planner.policy == "greedy":
+            ordered = sorted(candidates, key=lambda c: (c.disruption_cost, c.name))
+        else:
+            # within budgets, the most savings for the evictions they cost
+            ordered = sorted(
+                candidates, key=lambda c: (c.disruption_cost / max(c.price, 1e-9), c.name)
+            )
         chosen = within_budgets(context, ordered, budgets, self.reason, context.facts.pools)
-        chosen = chosen[: context.config.multi_node_max_candidates]
+        if context.planner.policy == "greedy":
+            # Karpenter's hard cap (karpenter#3186); Jointer searches every candidate the
+            # budgets allow, within the same time budget
+            chosen = chosen[: context.config.multi_node_max_candidates]
         if len(chosen) < 2:  # noqa: PLR2004 - multi-node means at least two
             return None
         best: Command | None = None

@@ -116,6 +116,13 @@ class _Budget:
     healthy: int
 
 
+_LabelKey = tuple[str, frozenset[tuple[str, str]]]
+
+
+def _label_key(pod: Pod) -> _LabelKey:
+    return (pod.metadata.namespace or "default", frozenset((pod.metadata.labels or {}).items()))
+
+
 class PdbLimits:
     """How many more pods each PodDisruptionBudget lets go now (Karpenter's ``pdb.Limits``).
 
@@ -124,20 +131,25 @@ class PdbLimits:
     """
 
     def __init__(self, pdbs: Iterable[PodDisruptionBudget], pods: Iterable[Pod]) -> None:
-        live = [p for p in pods if not is_terminal(p)]
+        # pods grouped by (namespace, labels): a selector is matched once per distinct group
+        groups: dict[_LabelKey, list[Pod]] = {}
+        for pod in pods:
+            if not is_terminal(pod):
+                groups.setdefault(_label_key(pod), []).append(pod)
         self._budgets: list[_Budget] = []
+        self._covering: dict[_LabelKey, list[str]] = {key: [] for key in groups}
         for pdb in pdbs:
             namespace = pdb.metadata.namespace or "default"
             raw = pdb.spec.selector
             selector = from_label_selector(
                 raw.model_dump(by_alias=True, exclude_none=True) if raw is not None else None
             )
-            selected = [
-                p
-                for p in live
-                if (p.metadata.namespace or "default") == namespace
-                and selector.matches(p.metadata.labels)
-            ]
+            key = f"{namespace}/{pdb.metadata.name}"
+            selected = []
+            for group, members in groups.items():
+                if group[0] == namespace and selector.matches(members[0].metadata.labels):
+                    selected.extend(members)
+                    self._covering[group].append(key)
             healthy = sum(1 for p in selected if _healthy(p))
             spec = pdb.spec
             if spec.min_available is not None:
@@ -151,7 +163,7 @@ class PdbLimits:
                 allowed = min(allowed, pdb.status.disruptions_allowed)
             self._budgets.append(
                 _Budget(
-                    key=f"{namespace}/{pdb.metadata.name}",
+                    key=key,
                     selector=selector,
                     namespace=namespace,
                     allowed=allowed,
@@ -162,12 +174,16 @@ class PdbLimits:
 
     def covering(self, pod: Pod) -> list[str]:
         """The keys of the budgets that select ``pod``."""
-        namespace = pod.metadata.namespace or "default"
-        return [
-            b.key
-            for b in self._budgets
-            if b.namespace == namespace and b.selector.matches(pod.metadata.labels)
-        ]
+        group = _label_key(pod)
+        keys = self._covering.get(group)
+        if keys is None:
+            keys = [
+                b.key
+                for b in self._budgets
+                if b.namespace == group[0] and b.selector.matches(pod.metadata.labels)
+            ]
+            self._covering[group] = keys
+        return list(keys)
 
     def blocking(self, pods: Sequence[Pod]) -> list[str]:
         """Budgets that would refuse evicting all of ``pods`` now (empty: they may all go).

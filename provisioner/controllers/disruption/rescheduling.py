@@ -50,7 +50,8 @@ from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError
 from provisioner.kube.protocol import JsonObject
-from provisioner.state.statenode import StateNode
+from provisioner.state.cluster import Snapshot
+from provisioner.state.statenode import StateNode, join_state_nodes
 
 __all__ = [
     "CatalogCache",
@@ -215,6 +216,56 @@ def _fence(view: ClusterView) -> ClusterView:
     return dataclasses.replace(view, nodes=tuple(nodes))
 
 
+def _without(
+    snapshot: Snapshot,
+    removed_nodes: Collection[str],
+    removed_claims: Collection[str],
+    pods: Mapping[str, Pod],
+    moving: Collection[str],
+) -> Snapshot:
+    """``snapshot.with_changes`` for a simulation, joining again only the state nodes it changes.
+
+    The state nodes of the rest of the cluster are kept as they are (re-joining every node for
+    every simulation dominated a pass at thousands of nodes); the nodes that lose a moving pod
+    are joined again without it.
+    """
+    nodes = {k: v for k, v in snapshot.nodes.items() if k not in removed_nodes}
+    claims = {k: v for k, v in snapshot.node_claims.items() if k not in removed_claims}
+    nominations = {
+        k: n for k, n in snapshot.nominations.items() if n.node_claim in claims and k in pods
+    }
+    touched = {
+        snapshot.pods[k].spec.node_name
+        for k in moving
+        if k in snapshot.pods and snapshot.pods[k].spec.node_name
+    }
+    state_nodes: dict[str, StateNode] = {}
+    for key, state in snapshot.state_nodes.items():
+        if state.name in removed_nodes or (state.claim_name and state.claim_name in removed_claims):
+            if state.name in removed_nodes or state.node is None:
+                continue
+            # a kept Node whose NodeClaim goes is joined again, unmanaged
+            touched.add(state.name)
+        if state.name in touched or any(p not in pods for p in state.nominated):
+            rejoined = join_state_nodes(
+                [state.node] if state.node is not None else [],
+                [state.claim] if state.claim is not None and state.claim.name in claims else [],
+                [p for p in state.pods if p.key in pods and p.key not in moving],
+                {k: n.node_claim for k, n in nominations.items()},
+            )
+            state_nodes.update(rejoined)
+            continue
+        state_nodes[key] = state
+    return dataclasses.replace(
+        snapshot,
+        pods=pods,
+        nodes=nodes,
+        node_claims=claims,
+        nominations=nominations,
+        state_nodes=dict(sorted(state_nodes.items())),
+    )
+
+
 def simulate(
     facts: ClusterFacts,
     catalog: PoolCatalog,
@@ -257,11 +308,7 @@ def simulate(
         pods[key] = pod
     if not displaced:
         return Simulation(displaced={})
-    sub = snapshot.with_changes(
-        nodes={k: v for k, v in snapshot.nodes.items() if k not in removed_nodes},
-        node_claims={k: v for k, v in snapshot.node_claims.items() if k not in removed_claims},
-        pods=pods,
-    )
+    sub = _without(snapshot, removed_nodes, removed_claims, pods, moving_keys)
     try:
         view = build_view(sub, catalog.templates(), region=catalog.region)
         choice = choose_flavors(

@@ -18,6 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from cloudprovider.instancetype import InstanceType
 from provisioner.apis import labels as wk
 from provisioner.apis.core import Pod, Taint
@@ -1059,6 +1062,68 @@ def _classes(
     return classes
 
 
+_EXISTING_INDEX_MIN: Final = 64
+"""From this many existing nodes a class's fit is found with arrays (consolidation at scale)."""
+_INT64_SAFE: Final = 2**62
+
+
+class _ExistingFitIndex:
+    """The existing nodes a request fits on, by one vectorised comparison per resource.
+
+    Built lazily (one column per resource asked about); results are cached per (requests,
+    GPU fraction). The same test as :func:`fits` plus the GPU-fraction test.
+    """
+
+    def __init__(self, existing: Mapping[str, _ExistingNode]) -> None:
+        self._existing = existing
+        self._ids = list(existing)
+        self._columns: dict[str, npt.NDArray[np.int64]] = {}
+        self._gpu_free: npt.NDArray[np.int64] | None = None
+        self._cache: dict[object, frozenset[str]] = {}
+
+    def _column(self, name: str) -> npt.NDArray[np.int64]:
+        column = self._columns.get(name)
+        if column is None:
+            column = np.fromiter(
+                (min(n.remaining.get(name, 0), _INT64_SAFE) for n in self._existing.values()),
+                dtype=np.int64,
+                count=len(self._ids),
+            )
+            self._columns[name] = column
+        return column
+
+    def fitting(self, requests: Mapping[str, int], fraction: int) -> frozenset[str]:
+        """Ids of the existing nodes with room for ``requests`` (and a ``fraction`` of a GPU)."""
+        key = (tuple(sorted(requests.items())), fraction)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        if any(milli >= _INT64_SAFE for milli in requests.values()):
+            result = frozenset(
+                e
+                for e, n in self._existing.items()
+                if fits(requests, n.remaining)
+                and (not fraction or max(n.gpus_free, default=0) >= fraction)
+            )
+        else:
+            mask = np.ones(len(self._ids), dtype=bool)
+            for name, milli in requests.items():
+                if milli > 0:
+                    mask &= self._column(name) >= milli
+            if fraction:
+                if self._gpu_free is None:
+                    self._gpu_free = np.fromiter(
+                        (max(n.gpus_free, default=0) for n in self._existing.values()),
+                        dtype=np.int64,
+                        count=len(self._ids),
+                    )
+                mask &= self._gpu_free >= fraction
+            ids = self._ids
+            result = frozenset(ids[i] for i in np.flatnonzero(mask).tolist())
+        self._cache[key] = result
+        return result
+
+
 class _ClassFit:
     """The options and existing nodes one pod of a class fits on, cached.
 
@@ -1076,6 +1141,7 @@ class _ClassFit:
     ) -> None:
         self._index = _FitIndex(options)
         self._existing = existing
+        self._existing_index = _ExistingFitIndex(existing)
         self._allowed = allowed
         self._allowed_existing = allowed_existing
         self._cache: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
@@ -1099,15 +1165,19 @@ class _ClassFit:
             options = self._intern(
                 self._allowed[item.facts.key] & self._index.fitting(requests, item.fraction)
             )
-            existing = frozenset(
-                e
-                for e in self._allowed_existing[item.facts.key]
-                if fits(requests, self._existing[e].remaining)
-                and (
-                    not item.fraction
-                    or max(self._existing[e].gpus_free, default=0) >= item.fraction
+            allowed_existing = self._allowed_existing[item.facts.key]
+            if len(allowed_existing) < _EXISTING_INDEX_MIN:
+                existing = frozenset(
+                    e
+                    for e in allowed_existing
+                    if fits(requests, self._existing[e].remaining)
+                    and (
+                        not item.fraction
+                        or max(self._existing[e].gpus_free, default=0) >= item.fraction
+                    )
                 )
-            )
+            else:
+                existing = allowed_existing & self._existing_index.fitting(requests, item.fraction)
             cached = (options, existing)
             self._cache[key] = cached
         return cached
