@@ -143,7 +143,7 @@ def _documents(text: Sequence[dict[str, Any]]) -> str:
 
 def build(pods: int = 5000, hours: int = 24, seed: int = 1) -> dict[str, Any]:
     """The scenario document: about ``pods`` pods created over ``hours`` virtual hours."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible workload, not a secret
+    rng = random.Random(seed)
     web_pods = pods * (1 - JOB_SHARE)
     job_pods = max(round(pods * JOB_SHARE / hours), 1)
     # a Deployment creates about its peak in a day: its night replicas, then the climb
