@@ -433,12 +433,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import state_memory  # noqa: PLC0415
 
     memory = None if args.quick else state_memory.run(5000, 50000)
+    from bench import scenario_scale  # noqa: PLC0415
+
+    scale = None if args.quick else scenario_scale.measure()
     text = write_results(
         results,
         time_limit=args.time_limit,
         seconds=time.monotonic() - started,
         state_memory=memory,
     )
+    text += "\n".join(scenario_scale.lines(scale))
     Path(args.output).write_text(text)
     sys.stderr.write(f"wrote {args.output}\n")
     return 0
