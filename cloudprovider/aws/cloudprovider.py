@@ -269,7 +269,7 @@ class AwsCloudProvider:
         instance-type list by the same inputs), so a pass does not rebuild every type.
         """
         nodeclass = resolved.nodeclass
-        key = f"{nodeclass.name}/{nodeclass_hash(nodeclass)}" if nodeclass else ""
+        key = f"{nodeclass.name}/{nodeclass_hash(nodeclass)}"
         catalog = self._catalog(nodeclass)
         amis = tuple(ami.id for ami in resolved.amis)
         with self._lock:

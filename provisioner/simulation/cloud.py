@@ -313,7 +313,7 @@ class MotoCloud:
             aws_session_token=_FAKE_KEY,
             region_name=self.region,
         )
-        session.events.register("before-send", self._send)
+        session.events.register("before-send", self._send)  # type: ignore[arg-type]
         return session
 
     def _client(self, session: boto3.session.Session, service: str) -> Any:
