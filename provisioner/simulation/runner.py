@@ -5,7 +5,7 @@
 * a :class:`~provisioner.simulation.timeline.Timeline` (virtual clock + event queue);
 * the in-memory Kubernetes API on that clock, the :class:`Recorder` following it, and the
   simulated kubelet, kube-scheduler and workload controllers;
-* the simulated AWS account (moto on loopback, :class:`MotoCloud`);
+* the simulated AWS account (moto in process, :class:`MotoCloud`);
 * the production controllers, built by a factory from :class:`Ports` (the AWS cloud provider
   on moto, the interruption consumer, the planner's configuration) and run by the
   :class:`ControllerDriver`.
