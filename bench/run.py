@@ -458,13 +458,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import state_memory  # noqa: PLC0415
 
     memory = None if args.quick else state_memory.run(5000, 50000)
-    from bench import consolidation  # noqa: PLC0415
+    from bench import consolidation, scenario_scale  # noqa: PLC0415
 
     disruption = consolidation.report((500,) if args.quick else (500, 2000, 5000))
-    if not args.quick:
-        from bench import scenario_scale  # noqa: PLC0415
-
-        disruption += scenario_scale.section(scenario_scale.replay_in_child())
+    scale = None if args.quick else scenario_scale.measure()
     text = write_results(
         results,
         time_limit=args.time_limit,
@@ -472,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_memory=memory,
         sections=disruption,
     )
+    text += "\n".join(scenario_scale.lines(scale))
     Path(args.output).write_text(text)
     sys.stderr.write(f"wrote {args.output}\n")
     return 0

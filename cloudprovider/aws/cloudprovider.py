@@ -199,6 +199,16 @@ def _truncate(pool: list[Candidate]) -> list[Candidate]:
     return [c for c in pool if c.instance_type.name in allowed]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ZonalTypes:
+    """A catalog's types narrowed to some zones and AMIs (see ``_zonal_types``)."""
+
+    catalog: tuple[InstanceType, ...]
+    zones: frozenset[str]
+    amis: tuple[str, ...]
+    types: tuple[InstanceType, ...]
+
+
 @dataclass(slots=True, kw_only=True)
 class AwsCloudProvider:
     """The CloudProvider for EC2.
@@ -230,6 +240,7 @@ class AwsCloudProvider:
         default_factory=lambda: TtlCache(ttl=RESOLVED_INSTANCE_TYPES_TTL)
     )
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _zonal: dict[str, _ZonalTypes] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -249,19 +260,50 @@ class AwsCloudProvider:
             self.catalog_cache.set(key, types)
         return types
 
+    def _zonal_types(
+        self, resolved: ResolvedNodeClass, zones: frozenset[str]
+    ) -> tuple[InstanceType, ...]:
+        """The catalog's types an AMI serves, with their offerings in ``zones`` only.
+
+        Kept while the catalog, the zones and the AMIs are the same (Karpenter caches its
+        instance-type list by the same inputs), so a pass does not rebuild every type.
+        """
+        nodeclass = resolved.nodeclass
+        key = f"{nodeclass.name}/{nodeclass_hash(nodeclass)}"
+        catalog = self._catalog(nodeclass)
+        amis = tuple(ami.id for ami in resolved.amis)
+        with self._lock:
+            cached = self._zonal.get(key)
+        if (
+            cached is not None
+            and cached.catalog is catalog
+            and cached.zones == zones
+            and cached.amis == amis
+        ):
+            return cached.types
+        types = tuple(
+            replace(it, offerings=tuple(o for o in it.offerings if o.zone in zones))
+            for it in catalog
+            if ami_for(resolved.amis, it.labels) is not None
+        )
+        with self._lock:
+            self._zonal[key] = _ZonalTypes(catalog=catalog, zones=zones, amis=amis, types=types)
+        return types
+
     def _launchable_types(self, resolved: ResolvedNodeClass) -> list[InstanceType]:
-        zones = {subnet.zone for subnet in resolved.subnets}
+        zones = frozenset(subnet.zone for subnet in resolved.subnets)
         reservations = reservations_by_type(
             r for r in resolved.capacity_reservations if r.zone in zones
         )
         types = [
             replace(
                 it,
-                offerings=tuple(o for o in it.offerings if o.zone in zones)
+                offerings=it.offerings
                 + self._reserved_offerings(it, reservations.get(it.name, ())),
             )
-            for it in self._catalog(resolved.nodeclass)
-            if ami_for(resolved.amis, it.labels) is not None
+            if it.name in reservations
+            else it
+            for it in self._zonal_types(resolved, zones)
         ]
         return self.unavailable.apply(types)
 

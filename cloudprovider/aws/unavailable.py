@@ -97,15 +97,30 @@ class UnavailableOfferings:
             self._capacity_types.clear()
 
     def apply(self, instance_types: Iterable[InstanceType]) -> list[InstanceType]:
-        """Copies of ``instance_types`` with marked offerings set ``available=False``."""
+        """``instance_types`` with marked offerings set ``available=False``.
+
+        A type none of whose offerings is marked is returned as it is (types are immutable).
+        """
+        now = self.timer()
+        with self._lock:
+            capacity_types = {k for k, expiry in self._capacity_types.items() if now < expiry}
+            marked = {k for k, expiry in self._offerings.items() if now < expiry}
+        if not capacity_types and not marked:
+            return list(instance_types)
         result = []
         for instance_type in instance_types:
-            offerings = tuple(
-                offering.with_available(available=False)
-                if offering.available
-                and self.is_unavailable(offering.capacity_type, instance_type.name, offering.zone)
-                else offering
-                for offering in instance_type.offerings
+            changed = False
+            offerings = []
+            for offering in instance_type.offerings:
+                if offering.available and (
+                    offering.capacity_type in capacity_types
+                    or offering_key(offering.capacity_type, instance_type.name, offering.zone)
+                    in marked
+                ):
+                    offering = offering.with_available(available=False)  # noqa: PLW2901
+                    changed = True
+                offerings.append(offering)
+            result.append(
+                replace(instance_type, offerings=tuple(offerings)) if changed else instance_type
             )
-            result.append(replace(instance_type, offerings=offerings))
         return result

@@ -5,7 +5,7 @@ Modules, from the bottom up:
 - ``timeline``: the virtual clock and the discrete-event queue everything runs on;
 - ``driver``: runs the controller manager's reconcilers from that queue (watch events,
   requeues, backoff, restarts);
-- ``cloud``: the simulated AWS account (moto on loopback, seeded like an EKS account, with
+- ``cloud``: the simulated AWS account (moto in process, seeded like an EKS account, with
   capacity outages and the launch record as botocore hooks);
 - ``kubelet``, ``scheduler``, ``workloads``: the simulated kubelet (and cloud controller
   manager), kube-scheduler (gangs, KAI queues) and workload controllers;

@@ -1,7 +1,11 @@
-"""The simulated AWS account: moto on loopback, seeded like an EKS cluster's account.
+"""The simulated AWS account: moto in process, seeded like an EKS cluster's account.
 
-:class:`MotoCloud` starts an in-process ``ThreadedMotoServer`` on ``127.0.0.1`` (port 0), resets
-and seeds it (moto's ids come from its seeded random source), and prepares what Karpenter's
+:class:`MotoCloud` resets and seeds moto's backends (moto's ids come from its seeded random
+source) and answers the account's boto3 clients from them in process: each client signs and
+serialises every request as against AWS, and a ``before-send`` hook hands the prepared HTTP
+request to moto's dispatcher (the one ``mock_aws`` and moto's server use) instead of a socket,
+so no call ever leaves the process and none pays a loopback round trip (a request moto does not
+serve raises). It prepares what Karpenter's
 getting-started template leaves in an account: a VPC with one subnet per zone and a security
 group tagged ``karpenter.sh/discovery: <cluster>``, EKS-optimised AMIs behind the public SSM
 parameters (seeded into moto's backends, ``testing-tools.md`` §2), the node IAM roles, and the
@@ -33,9 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import threading
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -214,7 +216,6 @@ class MotoCloud:
         self.cluster = cluster
         self._wanted_zones = sorted(set(zones))
         self.seed = seed
-        self.endpoint = ""
         self.zones: list[str] = []
         self.subnets: dict[str, str] = {}
         self.queue_url = ""
@@ -231,7 +232,7 @@ class MotoCloud:
         self.reservations: dict[str, SimReservation] = {}
         self._template_reservations: dict[str, str | None] = {}
         self._instance_reservations: dict[str, str] = {}
-        self._server: Any = None
+        self._stubber: Any = None
         self._locked = False
         self._session: boto3.session.Session | None = None
         self._admin: dict[str, Any] = {}
@@ -239,24 +240,24 @@ class MotoCloud:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start moto, reset and seed it, and build the account.
+        """Reset and seed moto and build the account.
 
         Raises:
             RuntimeError: another simulation is running in this process.
         """
-        from moto.server import ThreadedMotoServer  # noqa: PLC0415 - moto is heavy; run only
+        from moto.core.botocore_stubber import BotocoreStubber  # noqa: PLC0415 - moto is heavy
+        from moto.moto_api._internal import mock_random  # noqa: PLC0415
+        from moto.moto_api._internal.models import moto_api_backend  # noqa: PLC0415
 
         if not _RUN_LOCK.acquire(blocking=False):
             raise RuntimeError("another simulation is running in this process")
         self._locked = True
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
-        self._post("/moto-api/reset")
+        stubber = BotocoreStubber()
+        stubber.enabled = True
+        self._stubber = stubber
+        moto_api_backend.reset()
         self._create_backends()
-        self._post(f"/moto-api/seed?a={self.seed}")
+        mock_random.seed(self.seed)
         self._session = self._new_session()
         self._register_hooks(self._session)
         admin = self._new_session()
@@ -266,15 +267,25 @@ class MotoCloud:
         self._queue()
 
     def stop(self) -> None:
-        """Stop moto (its state goes with the next reset)."""
+        """Stop answering (moto's state goes with the next reset)."""
         try:
-            if self._server is not None:
-                self._server.stop()
-                self._server = None
+            if self._stubber is not None:
+                self._stubber.enabled = False
+                self._stubber = None
         finally:
             if self._locked:
                 self._locked = False
                 _RUN_LOCK.release()
+
+    def _send(self, request: Any, **_: Any) -> AWSResponse:
+        """``before-send``: moto answers the prepared request in process."""
+        stubber = self._stubber
+        if stubber is None:
+            raise RuntimeError("the simulated account is stopped")
+        response: AWSResponse | None = stubber(event_name="before-send", request=request)
+        if response is None:
+            raise RuntimeError(f"the simulated account does not serve {request.url}")
+        return response
 
     def _create_backends(self) -> None:
         """Create moto's backends before seeding, so their set-up draws no seeded randomness.
@@ -300,23 +311,19 @@ class MotoCloud:
             backend[ACCOUNT_ID][self.region]
         iam_backends[ACCOUNT_ID]["aws"]
 
-    def _post(self, path: str) -> None:
-        request = urllib.request.Request(f"{self.endpoint}{path}", method="POST")  # noqa: S310
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
-            response.read()
-
     def _new_session(self) -> boto3.session.Session:
-        return boto3.session.Session(
+        session = boto3.session.Session(
             aws_access_key_id=_FAKE_KEY,
             aws_secret_access_key=_FAKE_KEY,
             aws_session_token=_FAKE_KEY,
             region_name=self.region,
         )
+        session.events.register("before-send", self._send)  # type: ignore[arg-type]
+        return session
 
     def _client(self, session: boto3.session.Session, service: str) -> Any:
         return session.client(
             service,  # type: ignore[call-overload]
-            endpoint_url=self.endpoint,
             region_name=self.region,
             config=Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=120),
         )
@@ -337,6 +344,9 @@ class MotoCloud:
         ec2 = ec2_backends[ACCOUNT_ID][self.region]
         ssm = ssm_backends[ACCOUNT_ID][self.region]
         moment = self.timeline.start
+        # The account's images are the EKS-optimised ones below; moto's catalogue of ~1,300
+        # unrelated public images would only be scanned by every DescribeImages.
+        ec2.amis.clear()
         for alias in _ALIASES:
             for parameter in alias_parameters(alias, KUBERNETES_VERSION):
                 image_id = _image_id(parameter.name)

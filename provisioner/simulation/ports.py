@@ -5,7 +5,8 @@ clock, the cloud provider and the factory of its interruption queue consumer, th
 configuration, the batching windows, a logger and a metrics registry. :func:`build_aws` calls
 the one AWS assembly ``jointer run`` uses (:func:`~cloudprovider.aws.assembly.assemble_aws`) on
 the simulated account's clients, with every TTL cache on the virtual timer, retries that never
-sleep and SQS polled without waiting. Each restart builds them anew, so no cache survives a crash.
+sleep and SQS polled without waiting (the runner spaces the polls by the 20 s long poll).
+Each restart builds them anew, so no cache survives a crash.
 """
 
 from __future__ import annotations

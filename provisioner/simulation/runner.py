@@ -5,7 +5,7 @@
 * a :class:`~provisioner.simulation.timeline.Timeline` (virtual clock + event queue);
 * the in-memory Kubernetes API on that clock, the :class:`Recorder` following it, and the
   simulated kubelet, kube-scheduler and workload controllers;
-* the simulated AWS account (moto on loopback, :class:`MotoCloud`);
+* the simulated AWS account (moto in process, :class:`MotoCloud`);
 * the production controllers, built by a factory from :class:`Ports` (the AWS cloud provider
   on moto, the interruption consumer, the planner's configuration) and run by the
   :class:`ControllerDriver`.
@@ -31,6 +31,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from cloudprovider.aws.catalog import Catalog, builtin_catalog, read_catalog
+from cloudprovider.aws.interruption import DEFAULT_WAIT_SECONDS
 from cloudprovider.aws.nodeclass import EC2NodeClass
 from cloudprovider.aws.pricing import UnsupportedRegionError
 from provisioner.apis import labels as wk
@@ -95,10 +96,11 @@ BLOCK_RECLAIM_LEAD: Final = 1800.0
 SPOT_WARNING_SECONDS: Final = 120.0
 """EC2 reclaims a spot instance two minutes after the interruption warning."""
 INTERRUPTION_RECONCILER: Final = "interruption"
-INTERRUPTION_POLL_SECONDS: Final = 10.0
-"""How often the (virtual) interruption queue is polled when nothing was sent: the real
-consumer long-polls, so a message is received the moment the scenario sends it (the runner
-wakes the reconciler then) and idle polls cost nothing; here each poll is an SQS call."""
+INTERRUPTION_POLL_SECONDS: Final = float(DEFAULT_WAIT_SECONDS)
+"""The interruption consumer's long poll, in virtual time: the real one waits up to 20 s
+(``WaitTimeSeconds``) on an empty queue and returns the moment a message arrives. Here each
+poll is an SQS call made without waiting, the reconciler runs again at the earliest 20 s later,
+and the runner wakes it at once when the scenario sends a message (the long poll returning)."""
 _SCENARIO_COMPONENT: Final = "Scenario"
 _UNWATCHED: Final = frozenset({EVENTS, LEASES})
 

@@ -1,8 +1,9 @@
-"""The simulated AWS account (moto on loopback) and the simulated kubelet reading it."""
+"""The simulated AWS account (moto in process) and the simulated kubelet reading it."""
 
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,6 +179,18 @@ def test_the_kubelet_registers_then_readies_a_node(account: MotoCloud) -> None:
     account.client("ec2").terminate_instances(InstanceIds=[instance_id])
     kubelet.instance_gone(instance_id)
     assert kube.list(NODES).items == []
+
+
+def test_calls_are_answered_in_process_and_never_leave_it(
+    account: MotoCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_network(*_: object) -> None:
+        raise AssertionError("a simulated AWS call opened a connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    ec2 = account.client("ec2")
+    assert ec2.meta.endpoint_url == f"https://ec2.{REGION}.amazonaws.com"  # as against AWS
+    assert ec2.describe_subnets()["Subnets"]  # signed and serialised, answered by moto
 
 
 def test_only_one_simulation_runs_at_a_time(account: MotoCloud) -> None:

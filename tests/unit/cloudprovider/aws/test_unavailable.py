@@ -67,6 +67,35 @@ def test_apply_marks_offerings_unavailable_without_dropping_them():
     assert offering_key("spot", "m5.large", "a") == "spot:m5.large:a"
 
 
+def test_apply_returns_types_without_marked_offerings_as_they_are():
+    timer = Timer()
+    cache = UnavailableOfferings(timer=timer)
+    cache.mark_unavailable("spot", "m5.large", "a")
+    cache.mark_capacity_type_unavailable("reserved")
+    marked, untouched = (
+        InstanceType(
+            name=name,
+            labels={},
+            capacity={},
+            allocatable={},
+            offerings=(
+                Offering(zone="a", capacity_type="spot", price=1.0),
+                Offering(zone="b", capacity_type="reserved", price=0.0, available=False),
+            ),
+        )
+        for name in ("m5.large", "c5.large")
+    )
+
+    result = cache.apply([marked, untouched])
+
+    assert result[1] is untouched  # nothing to change: no copy (passes run over every type)
+    assert [o.available for o in result[0].offerings] == [False, False]
+    timer.now = 1000  # every mark expired
+    again = cache.apply([marked, untouched])
+    assert again[0] is marked
+    assert again[1] is untouched
+
+
 def test_cleanup_and_flush():
     timer = Timer()
     cache = UnavailableOfferings(timer=timer)
