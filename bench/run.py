@@ -461,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import consolidation, scenario_scale  # noqa: PLC0415
 
     disruption = consolidation.report((500,) if args.quick else (500, 2000, 5000))
-    scale = None if args.quick else scenario_scale.measure()
+    scale = None if args.quick else scenario_scale.measure_capped()
     text = write_results(
         results,
         time_limit=args.time_limit,

@@ -92,3 +92,32 @@ def test_the_ffd_comparison_is_per_pod_placed_and_never_with_fewer_pods() -> Non
     assert not fewer.never_dearer
     text = run.write_results([fair, dearer, fewer], time_limit=None, seconds=1.0)
     assert "no higher): NO (weighted-limits 500, weighted-limits 2000)." in text
+
+
+def test_an_unfinished_scale_replay_is_reported_as_missing_its_target() -> None:
+    from bench import scenario_scale  # noqa: PLC0415
+
+    finished = scenario_scale.lines(
+        {
+            "hours": 24,
+            "pods": 5000,
+            "podsScheduled": 5000,
+            "nodeClaims": 40,
+            "reconciles": 1000,
+            "wallSeconds": 120.0,
+            "peakRssMiB": 300,
+        }
+    )
+    assert any("target ≤ 300 s: yes" in line for line in finished)
+    unfinished = scenario_scale.lines(
+        {"hours": 24, "podsPlanned": 5000, "wallSeconds": 900.0, "unfinished": True}
+    )
+    assert any("had not finished after 900 s" in line and ": NO)" in line for line in unfinished)
+
+
+def test_a_capped_replay_stops_at_its_cap() -> None:
+    from bench import scenario_scale  # noqa: PLC0415
+
+    result = scenario_scale.measure_capped(pods=2000, hours=24, cap_seconds=1.0)
+    assert result["unfinished"] is True
+    assert result["wallSeconds"] < 30
