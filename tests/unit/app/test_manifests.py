@@ -54,3 +54,74 @@ def test_a_bad_file_names_the_line(tmp_path: object) -> None:
     bad.write_text("kind: Pod\nmetadata: {name: [\n")
     with pytest.raises(ManifestError, match=r"bad.yaml: invalid YAML: line \d"):
         load_documents([str(bad)])
+
+
+PLAIN = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: a, labels: {"yes": "no", on: off, n: y}}
+spec:
+  ints: [0, -3, +7, 017, 0x1f, 0b101, 1_000, 1:30, '12']
+  floats: [1.5, -.inf, .nan, 1e3, 1.0e+3, 6.8523015e+5, 190:20:30.15]
+  words: [true, False, yes, NO, null, ~, "", '', "null", plain text, a:b, -dash]
+  times: [2001-12-14t21:59:43.10-05:00, 2002-12-14, "2002-12-14"]
+  nested:
+  - - deep
+    - {k: v}
+  - []
+  - {}
+  block: |
+    line one
+    line two
+  folded: >-
+    folded
+    text
+  1: int key
+  2.5: float key
+  true: bool key
+---
+---
+- a list document
+- 3
+...
+--- plain scalar document
+"""
+
+
+def test_plain_text_is_built_from_the_parser_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.app import manifests  # noqa: PLC0415
+
+    def composed(text: str) -> list[object]:
+        raise AssertionError("plain text went through the composer")
+
+    monkeypatch.setattr(manifests, "_from_nodes", composed)
+    ours = load_yaml_documents(PLAIN)
+    expected = list(yaml.safe_load_all(PLAIN))
+    assert repr(ours) == repr(expected)  # nan != nan; repr also checks types and key order
+    assert len(ours) == 4
+    assert ours[1] is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x [1]\nb: *x\n",
+        "a: !!str 5\n",
+        "a: !!binary aGVsbG8=\n",
+        "a: {<<: {b: 1}, c: 2}\n",
+        "? null\n: 3\n",
+        "2001-12-14: date key\n",
+        "a: b\n---\nc: !!set {d, e}\n",
+    ],
+)
+def test_anything_else_reads_as_pyyaml_reads_it(text: str) -> None:
+    assert load_yaml_documents(text) == list(yaml.safe_load_all(text))
+
+
+@pytest.mark.parametrize("text", ["a: [1, 2\n", "a: 1\n---\nb: c: d\n", "a: =\n", "a: *nope\n"])
+def test_errors_are_pyyamls(text: str) -> None:
+    with pytest.raises(yaml.YAMLError) as ours:
+        load_yaml_documents(text)
+    with pytest.raises(yaml.YAMLError) as theirs:
+        list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    assert str(ours.value) == str(theirs.value)
