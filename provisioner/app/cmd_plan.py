@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -457,6 +458,58 @@ def _nodeclasses(inputs: _Inputs) -> dict[str, Any]:
 
 
 def _catalog(catalog_path: str | None, region: str, nodeclass: Any) -> Any:
+    """The catalog of ``--catalog`` or the built-in one of ``region``, for ``nodeclass``.
+
+    Parsed catalogs are immutable and kept for the process (:data:`_CATALOGS`): a file by its
+    path, size and modification time, the built-in one by region; both by EC2NodeClass.
+    """
+    key = _catalog_key(catalog_path, region, nodeclass)
+    if key is None:
+        return _read_catalog(catalog_path, region, nodeclass)
+    return _CATALOGS.get(key, lambda: _read_catalog(catalog_path, region, nodeclass))
+
+
+def _catalog_key(catalog_path: str | None, region: str, nodeclass: Any) -> tuple[Any, ...] | None:
+    """What a parsed catalog depends on, or None when the file cannot be looked at."""
+    settings = "" if nodeclass is None else nodeclass.model_dump_json()
+    if catalog_path is None:
+        return ("builtin", region, settings)
+    try:
+        found = os.stat(catalog_path)  # noqa: PTH116
+    except OSError:
+        return None  # reading it reports why
+    path = os.path.realpath(catalog_path)
+    return ("file", path, found.st_ino, found.st_size, found.st_mtime_ns, settings)
+
+
+class _Catalogs:
+    """The few most recently parsed catalogs of this process, by what they depend on."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, key: tuple[Any, ...], load: Callable[[], Any]) -> Any:
+        """The catalog of ``key``, loaded (and kept) when not yet here."""
+        found = self._entries.pop(key, None)
+        if found is None:
+            found = load()
+            while len(self._entries) >= self._size:
+                del self._entries[next(iter(self._entries))]
+        self._entries[key] = found
+        return found
+
+    def clear(self) -> None:
+        """Forget every catalog."""
+        self._entries.clear()
+
+
+_CATALOGS: Final = _Catalogs(size=4)
+"""The process's parsed catalogs (a catalog's instance types are immutable, so sharing is
+safe); repeated plans in one process (`make bench`, tests) read and resolve each once."""
+
+
+def _read_catalog(catalog_path: str | None, region: str, nodeclass: Any) -> Any:
     from cloudprovider.aws.catalog import builtin_catalog, read_catalog  # noqa: PLC0415
     from cloudprovider.aws.pricing import UnsupportedRegionError  # noqa: PLC0415
     from provisioner.apis.errors import ApiValidationError  # noqa: PLC0415
