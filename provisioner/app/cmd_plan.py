@@ -197,7 +197,7 @@ def _plan_files(
     from provisioner.app.manifests import ManifestError, load_documents  # noqa: PLC0415
 
     try:
-        documents = load_documents(files, stdin=stdin)
+        documents = load_documents(files, stdin=stdin, workers=os.cpu_count() or 1)
     except ManifestError as error:
         raise InputError(str(error)) from error
     inputs = _classify(documents, stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 
@@ -125,3 +127,53 @@ def test_errors_are_pyyamls(text: str) -> None:
     with pytest.raises(yaml.YAMLError) as theirs:
         list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     assert str(ours.value) == str(theirs.value)
+
+
+HALVES = [
+    "a: 1\n---\nb: [2, 3]\n---\nc: {d: e}\n---\nf: g\n",
+    "a: &x [1]\nb: *x\n---\nc: !!str 5\n---\nd: 1\n---\ne: &y {f: 2}\ng: *y\n",
+    "--- |\n  block\n  ---\n  text\n---\n--- >\n  folded\n...\n--- plain\n---\n- x\n",
+    "a: 1\n---\nb: 'quoted\n--- inside'\n---\nc: 3\n",
+    "a: 1\n---\nb: [1,\n---\n]\n---\nc: 3\n",
+    "a: 1\n---\nb: 2\n---\nc: [\n---\nd: 4\n",
+    "a: 1\n---\nb: 2\n---\nc: d: e\n---\nf: 6\n",
+    "%YAML 1.1\n---\na: 1\n---\nb: 2\n",
+]
+
+
+def _outcome(read: Any) -> object:
+    try:
+        return read()
+    except yaml.YAMLError as error:
+        return f"{type(error).__name__}: {error}"
+
+
+@pytest.mark.parametrize("text", HALVES)
+def test_two_halves_read_what_the_whole_reads(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os  # noqa: PLC0415
+
+    forks: list[int] = []
+    fork = os.fork
+
+    def counted() -> int:
+        forks.append(1)
+        return fork()
+
+    monkeypatch.setattr(os, "fork", counted)
+    halves = _outcome(lambda: load_yaml_documents(text, workers=2, parallel_from=0))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    whole = _outcome(lambda: list(yaml.load_all(text, Loader=loader)))
+    assert repr(halves) == repr(whole)
+    assert len(forks) == (0 if text.startswith("%") else 1)
+
+
+def test_small_files_and_one_worker_read_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os  # noqa: PLC0415
+
+    def no_fork() -> int:
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    text = HALVES[0]
+    assert load_yaml_documents(text, workers=2) == list(yaml.safe_load_all(text))
+    assert load_yaml_documents(text, workers=1, parallel_from=0) == list(yaml.safe_load_all(text))
