@@ -79,8 +79,10 @@ optimiser ({time_limit}).
 Latency is the planning step as the plan reports it (`solver.seconds`: building the problem,
 solving, building NodeClaims; file parsing excluded); p99 is the slowest repetition when there
 are fewer than 100. `wall` is the median wall time of the whole command (reading the YAML
-and the catalog, building the cluster state, planning, writing the JSON plan; not the
-interpreter's start-up and imports) and `wall/plan` its ratio to the planning step.
+(a large file in two halves at once, one in a forked process) and the catalog, building the
+cluster state, planning, writing the JSON plan; not the interpreter's start-up and imports;
+the catalog is parsed once per process, by the first-fit-decreasing run) and `wall/plan` its
+ratio to the planning step.
 Each case runs in its own forked process; peak RSS is that process's
 maximum resident size (including the Python runtime, the catalog and OR-Tools). `gap` is
 (cost - lower bound) / cost; `cost/FFD` below 1 means cheaper than first-fit-decreasing.
