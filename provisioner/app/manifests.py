@@ -317,7 +317,21 @@ def _from_events(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - o
         loader.dispose()
 
 
+def _resolved_first_characters() -> frozenset[str] | None:
+    """The first characters PyYAML's implicit resolvers look at, None if they see any."""
+    resolvers = _Loader.yaml_implicit_resolvers
+    if None in resolvers or _Loader.yaml_path_resolvers:
+        return None
+    return frozenset(key for key in resolvers if key)
+
+
+_RESOLVED_FIRST: Final = _resolved_first_characters()
+
+
 def _plain_scalar(loader: Any, text: str) -> object:
+    """A plain scalar's value: a string unless PyYAML's implicit resolvers say otherwise."""
+    if _RESOLVED_FIRST is not None and text and text[0] not in _RESOLVED_FIRST:
+        return text  # no resolver for its first character: PyYAML's resolve gives str
     tag = loader.resolve(yaml.ScalarNode, text, (True, False))
     if tag == _STR:
         return text

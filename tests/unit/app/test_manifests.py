@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -177,3 +178,21 @@ def test_small_files_and_one_worker_read_in_one_process(monkeypatch: pytest.Monk
     text = HALVES[0]
     assert load_yaml_documents(text, workers=2) == list(yaml.safe_load_all(text))
     assert load_yaml_documents(text, workers=1, parallel_from=0) == list(yaml.safe_load_all(text))
+
+
+def test_a_plain_scalar_is_what_pyyamls_resolver_makes_it() -> None:
+    from provisioner.app import manifests  # noqa: PLC0415
+
+    assert manifests._RESOLVED_FIRST is not None
+    loader = manifests._Loader("")
+    texts = [c + tail for c in map(chr, range(33, 127)) for tail in ("", "1", "es", "0:30")]
+    texts += ["bench-1", "yes", "~", "1.5", "2001-12-14", "0x1f", "-.inf", "é", "NULL"]
+    for text in texts:
+        if text in ("<<", "="):
+            continue
+        tag = loader.resolve(yaml.ScalarNode, text, (True, False))
+        node = yaml.ScalarNode(tag, text)
+        expected = _outcome(functools.partial(loader.construct_object, node))
+        ours = _outcome(functools.partial(manifests._plain_scalar, loader, text))
+        assert repr(ours) == repr(expected), text
+    loader.dispose()
