@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -460,8 +461,8 @@ def _nodeclasses(inputs: _Inputs) -> dict[str, Any]:
 def _catalog(catalog_path: str | None, region: str, nodeclass: Any) -> Any:
     """The catalog of ``--catalog`` or the built-in one of ``region``, for ``nodeclass``.
 
-    Parsed catalogs are immutable and kept for the process (:data:`_CATALOGS`): a file by its
-    path, size and modification time, the built-in one by region; both by EC2NodeClass.
+    Parsed catalogs are immutable and kept for the process (:data:`_CATALOGS`): a file's by
+    its content (SHA-256), the built-in one's by region; both by EC2NodeClass.
     """
     key = _catalog_key(catalog_path, region, nodeclass)
     if key is None:
@@ -475,11 +476,11 @@ def _catalog_key(catalog_path: str | None, region: str, nodeclass: Any) -> tuple
     if catalog_path is None:
         return ("builtin", region, settings)
     try:
-        found = os.stat(catalog_path)  # noqa: PTH116
+        with open(catalog_path, "rb") as handle:  # noqa: PTH123
+            digest = hashlib.sha256(handle.read()).hexdigest()
     except OSError:
         return None  # reading it reports why
-    path = os.path.realpath(catalog_path)
-    return ("file", path, found.st_ino, found.st_size, found.st_mtime_ns, settings)
+    return ("file", digest, settings)
 
 
 class _Catalogs:

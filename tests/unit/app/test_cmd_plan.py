@@ -66,6 +66,13 @@ def test_a_catalog_file_is_read_once_until_it_changes(
     changed = cmd_plan._catalog(str(path), "us-east-1", None)
     assert len(reads) == 3
     assert len(changed.instance_types) == 3
+    text = path.read_text()
+    cheaper = text.replace('"fake-it-0"', '"fake-it-X"', 1)
+    assert len(cheaper) == len(text)
+    path.write_text(cheaper)  # the same size, at once: told apart by content
+    renamed = cmd_plan._catalog(str(path), "us-east-1", None)
+    assert len(reads) == 4
+    assert renamed.instance_types[-1].name == "fake-it-X"
 
 
 def test_the_builtin_catalog_is_resolved_once_per_region_and_nodeclass(
