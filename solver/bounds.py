@@ -343,6 +343,84 @@ def _rows_of(
 
 _DFF_ROWS = 3
 """At most this many distinct ``u_k`` roundings of GPU fractions get their own rows."""
+
+
+class _Mixture:
+    """Dual points of the fluid LP that price every offering by one mix of its rows.
+
+    For weights ``lam >= 0`` over the rows ``R'`` (the resources and the first GPU row) with
+    ``sum lam <= 1``, give offering ``t`` the row prices ``u_rt = price_t lam_r / cap_rt``
+    (0 on every other row). Then ``u_t @ cap_t <= price_t`` (the bin-count column's dual
+    constraint) and ``pi_c = min_{t eligible for c} u_t @ coef_c`` meets every flow column's:
+    a feasible dual of the fluid LP, so ``pi @ counts`` is a lower bound whatever ``lam``
+    (LP weak duality; no solve, so it also holds when the LP does not finish). With one row it
+    is a per-class resource bound (each class at its cheapest eligible price per unit).
+    """
+
+    def __init__(self, data: _Fluid) -> None:
+        rows = np.flatnonzero(data.large & (data.coef > 0).any(axis=1))
+        coef, cap = data.coef[rows], data.cap[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(coef[:, None, :] > 0, coef[:, None, :] / cap[:, :, None], 0.0)
+        # a pod that does not fit a row's (reachable) capacity cannot use the offering
+        usable = data.eligible & np.isfinite(share).all(axis=0)
+        share = np.where(np.isfinite(share), share, 0.0)
+        self.rows = len(rows)
+        self.cost = (data.price[None, :, None] * share).reshape(self.rows, -1)
+        self.shape = usable.shape
+        self.blocked = np.where(usable, 0.0, np.inf).ravel()
+        self.counts = data.counts
+        self.evaluations = 0
+
+    def value(self, lam: npt.NDArray[np.float64]) -> float:
+        """Return the bound in dollars of the row weights ``lam`` (``sum lam <= 1``)."""
+        self.evaluations += 1
+        per = (lam @ self.cost + self.blocked).reshape(self.shape).min(axis=0)
+        per = np.where(np.isfinite(per), per, 0.0)  # a class nothing holds: no plan places it
+        return float(per @ self.counts)
+
+    def best(self, evaluations: int) -> float:
+        """Return the best bound found in about ``evaluations`` evaluations.
+
+        The bound is concave in ``lam`` (a sum of minima of linear functions), so each step
+        is a golden-section search on the segment from the best weights to one row's vertex.
+        """
+        if not self.rows:
+            return 0.0
+        vertices = np.eye(self.rows)
+        values = [self.value(v) for v in vertices]
+        lam = vertices[int(np.argmax(values))]
+        best = max(values)
+        golden = (math.sqrt(5) - 1) / 2
+        while self.evaluations < evaluations and self.rows > 1:
+            before = best
+            for r in range(self.rows):
+                if self.evaluations >= evaluations:
+                    break
+                lo, hi = 0.0, 1.0
+                for _ in range(_GOLDEN_STEPS):
+                    a = hi - golden * (hi - lo)
+                    b = lo + golden * (hi - lo)
+                    fa = self.value((1 - a) * lam + a * vertices[r])
+                    fb = self.value((1 - b) * lam + b * vertices[r])
+                    if fa < fb:
+                        lo = a
+                    else:
+                        hi = b
+                step = (lo + hi) / 2
+                candidate = (1 - step) * lam + step * vertices[r]
+                found = self.value(candidate)
+                if found > best:
+                    lam, best = candidate, found
+            if best <= before * (1 + 1e-4):
+                break
+        return best
+
+
+_GOLDEN_STEPS = 6
+"""Golden-section steps per segment of ``_Mixture.best`` (the segment shrinks to 5 %)."""
+_MIXTURE_EVALUATIONS = 30
+"""About this many evaluations of ``_Mixture.value`` per fluid bound."""
 _ADD_PER_ROUND = 1
 """Offerings added to the restricted fluid LP in the first round; each later round adds
 twice as many as the one before (at most the offerings that price out).
@@ -367,7 +445,8 @@ def fluid_bound(
     data = _aggregate(problem, demand)
     if data is None:
         return simple
-    value = max(_fluid_lp(data, deadline) or 0.0, data.bins)
+    mixed = _Mixture(data).best(_MIXTURE_EVALUATIONS)
+    value = max(_fluid_lp(data, deadline) or 0.0, data.bins, mixed)
     return max(simple, safe_floor(value / _UNIT))
 
 
