@@ -191,6 +191,22 @@ def _full_lp(problem: Problem, demand: dict[str, int]) -> float:
 
 @settings(max_examples=100, deadline=None)
 @given(problems())
+def test_mixture_duals_never_exceed_the_fluid_lp(problem: Problem) -> None:
+    # each is a feasible dual of the fluid LP: weak duality puts it at most the LP's value
+    filtered = apply_pool_weights(problem)
+    demand = karpenter_ffd(problem).new_counts()
+    data = bounds._aggregate(filtered, demand)
+    if data is None:
+        return
+    mixture = bounds._Mixture(data)
+    common = mixture.best(bounds._MIXTURE_EVALUATIONS)
+    own = mixture.refined()
+    assert common <= own  # the per-offering weights start from the common ones
+    assert own / bounds._UNIT <= _full_lp(filtered, demand) * (1 + 1e-7) + 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems())
 def test_column_generation_reaches_the_full_fluid_lp(problem: Problem) -> None:
     filtered = apply_pool_weights(problem)
     demand = karpenter_ffd(problem).new_counts()
