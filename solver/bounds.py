@@ -13,7 +13,10 @@ the problem's rules. They relax the integer problem, so they can only be lower:
   fractions rounded by dual feasible functions (``_dff``). Every feasible packing gives a
   feasible point (y_t = number of bins of type t), so the LP value is a lower bound. It is
   solved by delayed column generation over offerings (``_fluid_lp``), and never reported
-  below ``resource_bound`` or the whole-bins count of hostname groups.
+  below ``resource_bound``, the whole-bins count of hostname groups, or the mixture duals
+  (``_Mixture``: feasible duals of the same LP built without solving it, each offering priced
+  by a mix of its resource rows; they stand in when the LP does not finish, e.g. thousands
+  of distinct pod shapes).
 * ``tiered_bound``: for plans that fall through NodePool weight tiers, the cheapest of the
   fluid LPs (with the pools' limits as rows) of the cases rule 9 leaves.
 * ``resource_bound``: total demand per resource at the cheapest price per unit.
@@ -32,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -343,6 +346,141 @@ def _rows_of(
 
 _DFF_ROWS = 3
 """At most this many distinct ``u_k`` roundings of GPU fractions get their own rows."""
+
+
+class _Mixture:
+    """Dual points of the fluid LP that price every offering by one mix of its rows.
+
+    For weights ``lam >= 0`` over the rows ``R'`` (the resources and the first GPU row) with
+    ``sum lam <= 1``, give offering ``t`` the row prices ``u_rt = price_t lam_r / cap_rt``
+    (0 on every other row). Then ``u_t @ cap_t <= price_t`` (the bin-count column's dual
+    constraint) and ``pi_c = min_{t eligible for c} u_t @ coef_c`` meets every flow column's:
+    a feasible dual of the fluid LP, so ``pi @ counts`` is a lower bound whatever ``lam``
+    (LP weak duality; no solve, so it also holds when the LP does not finish). With one row it
+    is a per-class resource bound (each class at its cheapest eligible price per unit).
+    """
+
+    def __init__(self, data: _Fluid) -> None:
+        rows = np.flatnonzero(data.large & (data.coef > 0).any(axis=1))
+        coef, cap = data.coef[rows], data.cap[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(coef[:, None, :] > 0, coef[:, None, :] / cap[:, :, None], 0.0)
+        # a pod that does not fit a row's (reachable) capacity cannot use the offering
+        usable = data.eligible & np.isfinite(share).all(axis=0)
+        share = np.where(np.isfinite(share), share, 0.0)
+        self.rows = len(rows)
+        self.cost = (data.price[None, :, None] * share).reshape(self.rows, -1)
+        self.shape = usable.shape
+        self.blocked = np.where(usable, 0.0, np.inf).ravel()
+        self.counts = data.counts
+        self.evaluations = 0
+        self.lam = np.zeros(self.rows)
+
+    def value(self, lam: npt.NDArray[np.float64]) -> float:
+        """Return the bound in dollars of the row weights ``lam`` (``sum lam <= 1``)."""
+        self.evaluations += 1
+        per = (lam @ self.cost + self.blocked).reshape(self.shape).min(axis=0)
+        per = np.where(np.isfinite(per), per, 0.0)  # a class nothing holds: no plan places it
+        return float(per @ self.counts)
+
+    def best(self, evaluations: int, deadline: float | None = None) -> float:
+        """Return the best bound found in about ``evaluations`` evaluations.
+
+        The bound is concave in ``lam`` (a sum of minima of linear functions): from the best
+        row vertex, ``_ascend`` searches towards each row's vertex in turn. Past ``deadline``
+        only the vertices are tried (a per-class resource bound).
+        """
+        if not self.rows:
+            return 0.0
+        vertices = np.eye(self.rows)
+        started = time.monotonic()
+        values = [self.value(v) for v in vertices]
+        self.lam = vertices[int(np.argmax(values))]
+        best = max(values)
+        # a sweep of ``_ascend`` costs this many evaluations: only start one that ends in time
+        sweep = (time.monotonic() - started) * (2 * _GOLDEN_STEPS + 1)
+        while self.evaluations < evaluations and self.rows > 1 and not _past(deadline, sweep):
+            self.lam, found = _ascend(self.value, self.lam, best)
+            if found <= best * (1 + 1e-4):
+                return max(best, found)
+            best = found
+        return best
+
+    def refined(self) -> float:
+        """Return the bound after each binding offering gets its own weights.
+
+        Weights may differ per offering (each ``u_t`` is feasible alone). Starting from the
+        best common weights, every offering that is some class's cheapest gets, in turn,
+        the weights maximising ``sum_c d_c min(other_c, u_t @ coef_c)`` over the classes it
+        may hold (``other_c``: the class's best price elsewhere; ``_ascend``). Each step
+        keeps a feasible dual and never lowers it.
+        """
+        if not self.rows:
+            return 0.0
+        types, classes = self.shape
+        cost = self.cost.reshape(self.rows, types, classes)
+        blocked = self.blocked.reshape(types, classes)
+        lam = np.repeat(self.lam[None, :], types, axis=0)
+        value = np.einsum("tr,rtc->tc", lam, cost) + blocked
+        for t in np.unique(value.argmin(axis=0)[np.isfinite(value.min(axis=0))]).tolist():
+            cols = np.flatnonzero(np.isfinite(blocked[t]))
+            gain = _Gain(
+                cost[:, t, cols],
+                self.counts[cols],
+                np.delete(value[:, cols], t, axis=0).min(axis=0, initial=np.inf),
+            )
+            lam[t], _ = _ascend(gain, lam[t], gain(lam[t]))
+            value[t, cols] = lam[t] @ gain.cost
+        per = value.min(axis=0)
+        return float(np.where(np.isfinite(per), per, 0.0) @ self.counts)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Gain:
+    """What one offering's weights ``w`` are worth: ``sum_c d_c min(other_c, w @ cost_c)``."""
+
+    cost: npt.NDArray[np.float64]
+    counts: npt.NDArray[np.float64]
+    other: npt.NDArray[np.float64]
+
+    def __call__(self, w: npt.NDArray[np.float64]) -> float:
+        return float(np.minimum(self.other, w @ self.cost) @ self.counts)
+
+
+def _ascend(
+    f: Callable[[npt.NDArray[np.float64]], float], lam: npt.NDArray[np.float64], value: float
+) -> tuple[npt.NDArray[np.float64], float]:
+    """Return better weights for the concave ``f`` (and their value) than ``lam`` (``value``).
+
+    One golden-section search per row on the segment from the best weights so far to the
+    row's vertex; the weights stay in the simplex.
+    """
+    golden = (math.sqrt(5) - 1) / 2
+    for vertex in np.eye(len(lam)):
+        lo, hi = 0.0, 1.0
+        for _ in range(_GOLDEN_STEPS):
+            a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
+            if f((1 - a) * lam + a * vertex) < f((1 - b) * lam + b * vertex):
+                lo = a
+            else:
+                hi = b
+        step = (lo + hi) / 2
+        candidate = (1 - step) * lam + step * vertex
+        found = f(candidate)
+        if found > value:
+            lam, value = candidate, found
+    return lam, value
+
+
+def _past(deadline: float | None, ahead: float = 0.0) -> bool:
+    """Return whether ``deadline`` passes within ``ahead`` seconds."""
+    return deadline is not None and time.monotonic() + ahead >= deadline
+
+
+_GOLDEN_STEPS = 6
+"""Golden-section steps per segment of ``_Mixture.best`` (the segment shrinks to 5 %)."""
+_MIXTURE_EVALUATIONS = 30
+"""About this many evaluations of ``_Mixture.value`` per fluid bound."""
 _ADD_PER_ROUND = 1
 """Offerings added to the restricted fluid LP in the first round; each later round adds
 twice as many as the one before (at most the offerings that price out).
@@ -367,7 +505,11 @@ def fluid_bound(
     data = _aggregate(problem, demand)
     if data is None:
         return simple
-    value = max(_fluid_lp(data, deadline) or 0.0, data.bins)
+    mixture = _Mixture(data)
+    mixed = mixture.best(_MIXTURE_EVALUATIONS, deadline)
+    if not _past(deadline):
+        mixed = max(mixed, mixture.refined())
+    value = max(_fluid_lp(data, deadline) or 0.0, data.bins, mixed)
     return max(simple, safe_floor(value / _UNIT))
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -161,6 +163,8 @@ def test_bounds_never_exceed_the_exact_optimum(problem: Problem) -> None:
     assert 0 <= resource_bound(problem, demand) <= best
     assert 0 <= fluid_bound(problem, demand) <= best
     assert fluid_bound(problem, demand, deadline=time.monotonic() + 5) <= best
+    # no LP at all: the mixture and bins bounds alone
+    assert fluid_bound(problem, demand, deadline=time.monotonic() - 1) <= best
 
 
 @settings(max_examples=150, deadline=None)
@@ -183,6 +187,22 @@ def _full_lp(problem: Problem, demand: dict[str, int]) -> float:
         master.add(t)
     assert master.solve(None)
     return float(master.objective.Value()) / bounds._UNIT
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems())
+def test_mixture_duals_never_exceed_the_fluid_lp(problem: Problem) -> None:
+    # each is a feasible dual of the fluid LP: weak duality puts it at most the LP's value
+    filtered = apply_pool_weights(problem)
+    demand = karpenter_ffd(problem).new_counts()
+    data = bounds._aggregate(filtered, demand)
+    if data is None:
+        return
+    mixture = bounds._Mixture(data)
+    common = mixture.best(bounds._MIXTURE_EVALUATIONS)
+    own = mixture.refined()
+    assert common <= own  # the per-offering weights start from the common ones
+    assert own / bounds._UNIT <= _full_lp(filtered, demand) * (1 + 1e-7) + 1
 
 
 @settings(max_examples=100, deadline=None)
@@ -274,6 +294,53 @@ def test_a_passed_deadline_still_gives_a_valid_bound() -> None:
     cost = karpenter_ffd(p).cost_micros
     early = fluid_bound(p, demand, deadline=time.monotonic() - 1)
     assert resource_bound(p, demand) <= early <= fluid_bound(p, demand) <= cost
+
+
+def _two_pools() -> Problem:
+    """Compute-only pods and memory-only pods, each class allowed on one offering only."""
+    return Problem(
+        (bt("c", 4000, 4096, 400), bt("m", 1000, 16384, 400)),
+        (pc("a", 8, 1000, 256, ["c"]), pc("b", 8, 100, 2048, ["m"])),
+    )
+
+
+def test_an_unfinished_fluid_lp_still_prices_each_class_at_its_own_offerings() -> None:
+    # the resource bound prices all CPU at c's rate (880); per class: a at c's CPU rate (800)
+    # plus b at m's (320), with no LP solved (the optimum: two c and one m, 1200)
+    p = _two_pools()
+    demand = {"a": 8, "b": 8}
+    assert resource_bound(p, demand) == 880
+    assert fluid_bound(p, demand, deadline=time.monotonic() - 1) == 1120
+    assert fluid_bound(p, demand) == 1200  # a needs two c (8000m), b one m: the optimum
+
+
+def test_the_mixture_bound_is_tight_only_with_weights_summing_to_one() -> None:
+    # the same dual with weights summing to 2, or each class at its dearest offering, claims
+    # more than a plan costs (1200: two c for a, one m for b)
+    p = _two_pools()
+    data = bounds._aggregate(p, {"a": 8, "b": 8})
+    assert data is not None
+    mixture = bounds._Mixture(data)
+    optimum = 1200 * bounds._UNIT
+    cpu = np.array([1.0 if i == 0 else 0.0 for i in range(mixture.rows)])
+    assert mixture.value(cpu) <= optimum < mixture.value(2 * cpu)
+    anywhere = frozenset({"c", "m"})
+    both = Problem(
+        p.bin_types,
+        tuple(dataclasses.replace(c, allowed_bin_types=anywhere) for c in p.classes),
+    )
+    data = bounds._aggregate(both, {"a": 8, "b": 8})
+    assert data is not None
+    mixture = bounds._Mixture(data)
+    cheapest = mixture.value(cpu)
+    dearest = float(
+        np.where(np.isfinite(mixture.blocked), cpu @ mixture.cost, -np.inf)
+        .reshape(mixture.shape)
+        .max(axis=0)
+        @ mixture.counts
+    )
+    assert cheapest <= fluid_bound(both, {"a": 8, "b": 8}) * bounds._UNIT
+    assert dearest > 1200 * bounds._UNIT
 
 
 def test_no_demand_or_no_fitting_offering_gives_zero() -> None:
