@@ -1256,7 +1256,11 @@ class _Packer:
         for tid in c.topology:
             counts.setdefault(tid, self.s.zone_counts[tid].copy())
         quota: Counter[str] = Counter()
-        price = self._zone_price(c, rules, zones)
+        # once a single-zone group has its zone, only that zone passes: no price needed
+        open_affinity = [
+            t for t in rules if isinstance(t, Affinity) and not any(counts[t.id].values())
+        ]
+        price = self._zone_price(c, open_affinity, zones)
         for _ in range(n):
             order = sorted(zones, key=lambda z: (self._load(c, z, counts), price.get(z, 0), z))
             pick = next(
