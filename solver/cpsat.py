@@ -586,10 +586,15 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     starts: list[list[Solution]] = [[g.rounds[0] for g in greedy]]
 
     def tier(p: Problem) -> Solution:
-        # each tier gets the adaptive budget of its own pods, within the time left
-        left = max(0.0, config.time_limit_seconds - (time.monotonic() - start))
+        # each tier gets the adaptive budget of its own pods, within the time left; the
+        # first counts the greedy plans as spent (its budget is the planning step's)
+        elapsed = time.monotonic() - start
+        left = max(0.0, config.time_limit_seconds - elapsed)
+        spent = config.spent_seconds + (elapsed if starts else 0.0)
         plans = starts.pop() if starts else None
-        return _solve_tier(p, dataclasses.replace(config, time_limit_seconds=left), plans)
+        return _solve_tier(
+            p, dataclasses.replace(config, time_limit_seconds=left, spent_seconds=spent), plans
+        )
 
     planned = tiers.fall_through(problem, tier, post=functools.partial(downsize, problem))
     if not may_fall_through(problem):
@@ -689,13 +694,13 @@ def _solve_tier(
     # the bound may run past the adaptive budget, but not by more than a second
     fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
     log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
+    _polish_greedy(incumbent, candidates, fluid, config.relative_gap, soft)
 
     def finish(bound: int) -> Solution:
         best = incumbent.best
         return done(best, bound, Status.FEASIBLE if best is not greedy else Status.GREEDY)
 
-    if _gap(greedy.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
-        consider(greedy, "emptied greedy", valid=True)
+    if _gap(incumbent.best.cost_micros, fluid) <= config.relative_gap or time.monotonic() >= soft:
         return finish(fluid)
     # classes differing only in key and gang are merged for the LP phases (solver.shapes)
     lp = lp_view(filtered, min_classes=config.merge_from)
@@ -716,8 +721,6 @@ def _solve_tier(
         timed=config.deterministic_time is None,
     )
     dive_seconds = _first_dives(dives(columns), consider)
-    if incumbent.best is greedy:
-        consider(greedy, "emptied greedy", valid=True)
     # column generation first groups offerings and indexes their knapsacks: only start it
     # with time for that and as much again for pricing
     setup = _SETUP_SECONDS * len(lp.problem.bin_types) * len(lp.problem.classes)
@@ -768,6 +771,23 @@ def _solve_tier(
         # the GPU gangs) and rarely beats the fluid one: it only gets the time CP-SAT left
         known = pattern(incumbent.best, known, soft)
     return finish(_final_bound(lp, incumbent.best, (demand, known), cg.patterns, hard))
+
+
+def _polish_greedy(
+    incumbent: _Incumbent, candidates: list[Solution], fluid: int, gap: float, soft: float
+) -> None:
+    """Polish the best greedy plan to the end (the time limit allowing), then the others.
+
+    The best one is the plan every later phase must beat and the one kept when the budget
+    runs out; the others are polished while the budget lasts (any may win).
+    """
+    best = incumbent.best
+    incumbent.consider(best, "emptied greedy", valid=True, until=incumbent.hard)
+    for other in candidates:
+        if _gap(incumbent.best.cost_micros, fluid) <= gap or time.monotonic() >= soft:
+            return
+        if other is not best:
+            incumbent.consider(other, "emptied greedy", valid=True)
 
 
 def _first_dives(
@@ -826,19 +846,26 @@ class _Incumbent:
         self.polish_until, self.first, self.hard = polish
         self.log = log
 
-    def consider(self, plan: Solution | None, what: str, *, valid: bool = False) -> None:
+    def consider(
+        self, plan: Solution | None, what: str, *, valid: bool = False, until: float | None = None
+    ) -> None:
         """Keep ``plan``, with its bins emptied into each other, if valid and better.
 
-        ``valid``: the plan is known to be valid (validated already).
+        ``valid``: the plan is known to be valid (validated already). ``until``: polish until
+        then (never past the time limit) instead of the budget's polish time and first slice.
         """
         if plan is None:
             return
         polished = plan
-        until = self.polish_until
-        if self.first > 0:
-            until = min(self.hard, max(until, time.monotonic() + self.first))
+        if until is not None:
+            until = min(self.hard, until)
+        else:
+            until = self.polish_until
+            if self.first > 0:
+                until = min(self.hard, max(until, time.monotonic() + self.first))
+            if time.monotonic() < until:
+                self.first = 0.0
         if time.monotonic() < until:
-            self.first = 0.0
             polished = improve(self.problem, plan, deadline=until)
         # the moves keep every rule: the raw plan is validated only when they broke one
         if polished is not plan and not violations(self.problem, polished):

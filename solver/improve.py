@@ -371,9 +371,7 @@ class _Domain:
         rules, donor = self.rules, self.bins[i]
         if self.growth is None or not self.alive[i] or donor.npods() > _GROW_DONOR_PODS:
             return False
-        if rules.pinned(donor):
-            return False
-        if any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
+        if rules.pinned(donor) or any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
             return False  # fractions keep to the plain moves (device by device)
         # a bin like one that did not empty since the last change will not either (almost:
         # the other one is now a place to go), and GPU plans hold many such bins

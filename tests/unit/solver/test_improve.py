@@ -352,4 +352,6 @@ def test_a_one_bin_group_never_splits_across_bins() -> None:
     start = _plan(p, [("m", {"g": 2}), ("m", {"o": 1}), ("m", {"o": 1})])
     out = improve(p, start)
     assert violations(p, out) == []
-    assert [b.placement.counts.get("g", 0) for b in out.new_bins if "g" in b.placement.counts] == [2]
+    assert [b.placement.counts.get("g", 0) for b in out.new_bins if "g" in b.placement.counts] == [
+        2
+    ]
