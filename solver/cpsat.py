@@ -8,7 +8,9 @@ one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
-   empties its bins into each other (``solver.improve``) and computes the fluid bound;
+   computes the fluid bound and empties the better plan's bins into each other
+   (``solver.improve``) to the end, the time limit allowing (then the other's, within the
+   budget);
 2. the LP phases work on the problem with interchangeable classes merged when it has many
    (``solver.shapes``: classes differing only in key and gang, e.g. one per pod group); their
    bins are split back to classes gang by gang;
@@ -46,13 +48,15 @@ one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
    result is never worse than either greedy plan.
 
 Time: every phase stops at ``config.time_limit_seconds``; the adaptive budget
-(``budget_seconds``: 0.4 s up to 1k pods, then 0.3 ms per pod, for the whole planning step;
-the whole time limit when pods request GPUs)
+(``budget_seconds``: 0.4 s up to 1k pods, then 0.3 ms per pod, for the whole planning step,
+the problem building and the greedy plans counted; the whole time limit when pods request
+GPUs)
 ends the search earlier, as does a gap within ``relative_gap`` after the fluid bound, and
 CP-SAT stops when it has not improved for ``max(0.2 s, 30 %)`` of its running time
 (wall-clock runs only; with ``deterministic_time`` the run is reproducible and only the
-limits apply). Plans are polished up to 5 % past the budget, and the first one for at least
-10 % of the planning step's budget even when it comes later (never past the time limit).
+limits apply). The better greedy plan is polished to the end (never past the time limit);
+later plans up to 5 % past the budget, and the first of them for at least 10 % of the
+planning step's budget even when it comes later (never past the time limit).
 
 Lower bound: the maximum of the fluid LP bound and the Farley pattern bound (the LP value
 itself once exact pricing proves convergence), for exactly the pods the returned plan puts

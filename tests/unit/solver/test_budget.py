@@ -122,8 +122,13 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
         return out
 
     dives: list[int] = []
+
+    def dive(*args, **kwargs):
+        dives.append(1)
+        return iter(())
+
     monkeypatch.setattr(cpsat, "_greedy_tiers", slow)
-    monkeypatch.setattr(cpsat, "_dive_plans", lambda *a, **k: dives.append(1) or iter(()))
+    monkeypatch.setattr(cpsat, "_dive_plans", dive)
     config = SolverConfig(time_limit_seconds=5, num_workers=1, colgen_rounds=2)
     s = solve(p, config)
     assert dives == []
