@@ -8,9 +8,8 @@ one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
-   computes the fluid bound and empties the better plan's bins into each other
-   (``solver.improve``) to the end, the time limit allowing (then the other's, within the
-   budget);
+   empties its bins into each other (``solver.improve``) to the end, the time limit
+   allowing, computes the fluid bound, then empties the other plan's bins within the budget;
 2. the LP phases work on the problem with interchangeable classes merged when it has many
    (``solver.shapes``: classes differing only in key and gang, e.g. one per pod group); their
    bins are split back to classes gang by gang;
@@ -695,10 +694,13 @@ def _solve_tier(
 
     if not any(demand.values()):
         return done(greedy, 0, Status.OPTIMAL)
+    # the best greedy plan is polished first and to the end (the time limit allowing): it is
+    # the plan every later phase must beat, and the one kept when the budget runs out
+    consider(greedy, "emptied greedy", valid=True, until=hard)
     # the bound may run past the adaptive budget, but not by more than a second
     fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
     log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
-    _polish_greedy(incumbent, candidates, fluid, config.relative_gap, soft)
+    _polish_others(incumbent, candidates, fluid, config.relative_gap, soft)
 
     def finish(bound: int) -> Solution:
         best = incumbent.best
@@ -777,20 +779,14 @@ def _solve_tier(
     return finish(_final_bound(lp, incumbent.best, (demand, known), cg.patterns, hard))
 
 
-def _polish_greedy(
+def _polish_others(
     incumbent: _Incumbent, candidates: list[Solution], fluid: int, gap: float, soft: float
 ) -> None:
-    """Polish the best greedy plan to the end (the time limit allowing), then the others.
-
-    The best one is the plan every later phase must beat and the one kept when the budget
-    runs out; the others are polished while the budget lasts (any may win).
-    """
-    best = incumbent.best
-    incumbent.consider(best, "emptied greedy", valid=True, until=incumbent.hard)
+    """Polish the greedy plans other than the best one while the budget lasts (any may win)."""
     for other in candidates:
         if _gap(incumbent.best.cost_micros, fluid) <= gap or time.monotonic() >= soft:
             return
-        if other is not best:
+        if other is not incumbent.greedy:
             incumbent.consider(other, "emptied greedy", valid=True)
 
 
@@ -846,7 +842,7 @@ class _Incumbent:
         ``polish``: (time until which plans are polished, seconds the first polish gets even
         when it comes later, time limit no polish passes).
         """
-        self.problem, self.best = problem, greedy
+        self.problem, self.best, self.greedy = problem, greedy, greedy
         self.polish_until, self.first, self.hard = polish
         self.log = log
 
