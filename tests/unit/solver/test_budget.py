@@ -127,11 +127,20 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
         dives.append(1)
         return iter(())
 
+    deadlines: list[float | None] = []
+
+    def polish(problem, plan, *, deadline=None):
+        deadlines.append(deadline)
+        return improve(problem, plan, deadline=deadline)
+
     monkeypatch.setattr(cpsat, "_greedy_tiers", slow)
     monkeypatch.setattr(cpsat, "_dive_plans", dive)
+    monkeypatch.setattr(cpsat, "improve", polish)
     config = SolverConfig(time_limit_seconds=5, num_workers=1, colgen_rounds=2)
     s = solve(p, config)
     assert dives == []
+    # polished for as long again as the step's budget (the greedy second), not to the limit
+    assert deadlines[0] == pytest.approx(102.0)
     best = min((karpenter_ffd(p), cost_aware_ffd(p)), key=cpsat._quality)
     # the best greedy plan is still polished to the end (the clock stands still here)
     assert s.cost_micros == improve(p, best).cost_micros < best.cost_micros
