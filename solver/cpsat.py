@@ -8,8 +8,8 @@ one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
-   empties its bins into each other (``solver.improve``) to the end, the time limit
-   allowing, computes the fluid bound, then empties the other plan's bins within the budget;
+   computes the fluid bound, empties its bins into each other (``solver.improve``) to the
+   end, the time limit allowing, then the other plan's within the budget;
 2. the LP phases work on the problem with interchangeable classes merged when it has many
    (``solver.shapes``: classes differing only in key and gang, e.g. one per pod group); their
    bins are split back to classes gang by gang;
@@ -695,15 +695,15 @@ def _solve_tier(
 
     if not any(demand.values()):
         return done(greedy, 0, Status.OPTIMAL)
+    # the bound may run past the adaptive budget, but not by more than a second
+    fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
+    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     # the best greedy plan is polished first and to the end (the time limit allowing): it is
     # the plan every later phase must beat, and the one kept when the budget runs out; on a
     # busy machine at most for as long again as the planning step's budget (quiet, 2 cores:
     # 0.16 s of 0.4 s at 1k pods, 0.65 s of 1.6 s at 5k, 1.4 s of 3.1 s at 10k)
     step = soft - start + spent
     consider(greedy, "emptied greedy", valid=True, until=max(soft, time.monotonic() + step))
-    # the bound may run past the adaptive budget, but not by more than a second
-    fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
-    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     _polish_others(incumbent, candidates, fluid, config.relative_gap, soft)
 
     def finish(bound: int) -> Solution:
