@@ -44,14 +44,16 @@ fills skip the leading open bins earlier fills of the same demand found spent.
 from __future__ import annotations
 
 import functools
-import heapq
 import time
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from solver import tiers
 from solver.problem import (
@@ -82,6 +84,8 @@ Domain = tuple[str | None, str | None]
 """(pool, zone) a gang is confined to; ``None`` = unconstrained."""
 
 _INF = 1 << 60
+_Floats = npt.NDArray[np.float64]
+_Ints = npt.NDArray[np.intp]
 
 _T = TypeVar("_T")
 
@@ -386,13 +390,6 @@ class _Lazy(Generic[_T]):
             i += 1
 
 
-def _pop_all(keyed: list[tuple[float, str, BinType]]) -> Iterator[BinType]:
-    """Yield the offerings in increasing (key, id) order (a heap: most bins open with the first)."""
-    heapq.heapify(keyed)
-    while keyed:
-        yield heapq.heappop(keyed)[2]
-
-
 class _Packer:
     """Bulk first-fit state shared by both greedy policies."""
 
@@ -409,6 +406,8 @@ class _Packer:
             )
         self.classes = {c.key: c for c in problem.classes}
         self._zone_prices: dict[tuple[object, ...], dict[str, float]] = {}
+        self._most_copies: dict[object, int] = {}
+        self._rank_arrays: dict[object, tuple[list[BinType], _Floats, _Floats, _Ints]] = {}
         self.carries: defaultdict[str, list[CoLocation]] = defaultdict(list)
         for t in problem.topology:
             if isinstance(t, CoLocation):
@@ -1033,15 +1032,31 @@ class _Packer:
 
         Shared by every domain (their rankings are this one filtered), cached per class kind.
         """
-        key = (self._kind(c), cap)
+        kind = self._kind(c)
+        copies, gid = self.catalog.copies(c), self.catalog.gid
+        most = self._most_copies.get(kind)
+        if most is None:
+            eligible = self.eligible(c, (None, None))
+            most = self._most_copies[kind] = max((copies[gid[t.id]] for t in eligible), default=0)
+        # a cap above every offering's copies ranks as that many: one ranking for all of them
+        key = (kind, min(cap, max(most, 1)))
         ranked = self._ranked_all.get(key)
         if ranked is None:
-            copies, gid = self.catalog.copies(c), self.catalog.gid
-            keyed = [
-                (t.price_micros / max(min(cap, copies[gid[t.id]]), 1), t.id, t)
-                for t in self.eligible(c, (None, None))
-            ]
-            ranked = self._ranked_all[key] = _Lazy(_pop_all(keyed))
+            arrays = self._rank_arrays.get(kind)
+            if arrays is None:
+                eligible = self.eligible(c, (None, None))
+                ids = np.array([t.id for t in eligible], dtype=object)
+                arrays = self._rank_arrays[kind] = (
+                    eligible,
+                    np.array([t.price_micros for t in eligible], dtype=np.float64),
+                    np.array([copies[gid[t.id]] for t in eligible], dtype=np.float64),
+                    np.argsort(np.argsort(ids, kind="stable"), kind="stable"),
+                )
+            eligible, price, most_of, by_id = arrays
+            # increasing (price per copy, id), as a vector: the same floats as one by one
+            per = price / np.maximum(np.minimum(float(cap), most_of), 1.0)
+            order = np.lexsort((by_id, per)).tolist()
+            ranked = self._ranked_all[key] = _Lazy(map(eligible.__getitem__, order))
         return ranked
 
     def _single(self, t: BinType) -> _Offers:
@@ -1256,7 +1271,11 @@ class _Packer:
         for tid in c.topology:
             counts.setdefault(tid, self.s.zone_counts[tid].copy())
         quota: Counter[str] = Counter()
-        price = self._zone_price(c, rules, zones)
+        # once a single-zone group has its zone, only that zone passes: no price needed
+        open_affinity = [
+            t for t in rules if isinstance(t, Affinity) and not any(counts[t.id].values())
+        ]
+        price = self._zone_price(c, open_affinity, zones)
         for _ in range(n):
             order = sorted(zones, key=lambda z: (self._load(c, z, counts), price.get(z, 0), z))
             pick = next(
@@ -1276,7 +1295,7 @@ class _Packer:
         return quota
 
     def _zone_price(
-        self, c: PodClass, rules: list[TopologyConstraint], zones: list[str]
+        self, c: PodClass, rules: Sequence[TopologyConstraint], zones: list[str]
     ) -> dict[str, float]:
         """Return per zone the lowest price per pod of ``c`` when ``c`` is held to one zone.
 

@@ -22,7 +22,8 @@ their zone, so zonal topology and gangs stay valid; per bin they check allowed o
 a device with room; a fresh device takes one GPU; consolidated devices keep their pods;
 fractions never move with the third move), hostname caps (spread, anti-affinity) and
 hostname co-location (a carrier moves only to a bin holding a target; consolidation keeps
-bins' pods together), and the moves that change offerings check ``max_count`` and pool
+bins' pods together; a one-bin group, hostname affinity to its own pods, never leaves its
+bin but by consolidation), and the moves that change offerings check ``max_count`` and pool
 limits. Existing bins are left as they are. ``improve`` returns the plan itself when nothing
 saves money; callers validate the result like any other plan.
 """
@@ -41,6 +42,7 @@ from solver.bounds import hostname_caps
 from solver.colgen import needy_carriers
 from solver.problem import (
     GPU_MILLI,
+    Affinity,
     BinType,
     CoLocation,
     NewBin,
@@ -108,9 +110,19 @@ class _Rules:
         hostname_colocation = {
             t.id for t in problem.topology if isinstance(t, CoLocation) and t.key.name == "HOSTNAME"
         }
-        self.tracked = set(self.caps) | hostname_colocation
+        # hostname affinity to its own pods: the whole group stays on its one bin
+        self.one_bin = frozenset(
+            t.id
+            for t in problem.topology
+            if isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME
+        )
+        self.tracked = set(self.caps) | hostname_colocation | self.one_bin
         self.types = {t.id: t for t in problem.bin_types}
         self.zone_bound = _zone_bound(problem)
+
+    def pinned(self, b: _Bin) -> bool:
+        """Return whether ``b`` holds a one-bin group (its pods cannot leave one by one)."""
+        return any(b.group[g] for g in self.one_bin)
 
     def groups(self, c: PodClass) -> list[str]:
         return [g for g in c.topology if g in self.tracked]
@@ -121,6 +133,8 @@ class _Rules:
             return 0
         if any(b.group[g] == 0 for g in self.needs.get(c.key, ())):
             return 0
+        if any(b.group[g] == 0 for g in c.topology if g in self.one_bin):
+            return 0  # a one-bin group's pods only join their group (all of it is on one bin)
         room = n
         for g in self.groups(c):
             if g in self.caps:
@@ -314,6 +328,8 @@ class _Domain:
     def empty(self, i: int) -> bool:
         """Move every pod of bin ``i`` onto the others (fullest first); undo all if one stays."""
         rules, donor = self.rules, self.bins[i]
+        if rules.pinned(donor):
+            return False
         moves: list[_Move] = []
         # carriers last, so their targets may already have arrived
         for key, n in sorted(donor.counts.items(), key=lambda kn: (kn[0] in rules.needs, kn[0])):
@@ -355,7 +371,7 @@ class _Domain:
         rules, donor = self.rules, self.bins[i]
         if self.growth is None or not self.alive[i] or donor.npods() > _GROW_DONOR_PODS:
             return False
-        if any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
+        if rules.pinned(donor) or any(rules.classes[k].gpu_fraction_milli for k in donor.counts):
             return False  # fractions keep to the plain moves (device by device)
         # a bin like one that did not empty since the last change will not either (almost:
         # the other one is now a place to go), and GPU plans hold many such bins

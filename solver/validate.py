@@ -346,6 +346,8 @@ def _check_weights(
         return
     check = _WeightCheck(problem, classes, solution)
     gangs: set[str] = set()
+    # the answer depends on the class and the bin's weight only: once per pair
+    higher: dict[tuple[str, int], str | None] = {}
     for nb in solution.new_bins:
         bt = check.types.get(nb.bin_type)
         if bt is None or weights.get(bt.pool, 0) >= top:
@@ -362,7 +364,9 @@ def _check_weights(
                 # whether a heavier bin keeps the pod's spread or affinity depends on where the
                 # rest of its group went; the tier that declined it judged that, not this check
                 continue
-            pool = check.fresh_higher(c, w) or check.room_higher(c, w)
+            if (k, w) not in higher:
+                higher[k, w] = check.fresh_higher(c, w) or check.room_higher(c, w)
+            pool = higher[k, w]
             if pool is not None:
                 out.append(
                     f"class {k}: on pool {bt.pool} while higher-weight pool {pool} can take it"

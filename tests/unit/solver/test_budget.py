@@ -3,10 +3,12 @@ import time
 import pytest
 from hypothesis import given, settings
 
+from solver import cpsat
 from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
 from solver.cpsat import _MERGED, _PLAIN, _columns_deadline, _Incumbent, budget_seconds, solve
 from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
+from solver.improve import improve
 from solver.problem import AntiAffinity, PodClass, Problem, TopologyKey
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
@@ -105,3 +107,41 @@ def test_column_generation_leaves_time_to_dive_and_more_of_it_on_merged_lps() ->
     assert _columns_deadline(_MERGED.share, 100.0, 110.0, 0.0) == pytest.approx(109.2)
     # a slow first dive: the last one gets 1.5 times as long
     assert _columns_deadline(_MERGED.share, 100.0, 110.0, 2.0) == pytest.approx(107.0)
+
+
+def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None:
+    """Greedy plans that use up the planning step's budget leave no LP phase, only polishing."""
+    p = diverse(60)
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    real = cpsat._greedy_tiers
+
+    def slow(*args, **kwargs):
+        out = real(*args, **kwargs)
+        clock[0] += 1.0  # the greedy plans took a second: past the 0.4 s budget
+        return out
+
+    dives: list[int] = []
+
+    def dive(*args, **kwargs):
+        dives.append(1)
+        return iter(())
+
+    deadlines: list[float | None] = []
+
+    def polish(problem, plan, *, deadline=None):
+        deadlines.append(deadline)
+        return improve(problem, plan, deadline=deadline)
+
+    monkeypatch.setattr(cpsat, "_greedy_tiers", slow)
+    monkeypatch.setattr(cpsat, "_dive_plans", dive)
+    monkeypatch.setattr(cpsat, "improve", polish)
+    config = SolverConfig(time_limit_seconds=5, num_workers=1, colgen_rounds=2)
+    s = solve(p, config)
+    assert dives == []
+    # polished for as long again as the step's budget (the greedy second), not to the limit
+    assert deadlines[0] == pytest.approx(102.0)
+    best = min((karpenter_ffd(p), cost_aware_ffd(p)), key=cpsat._quality)
+    # the best greedy plan is still polished to the end (the clock stands still here)
+    assert s.cost_micros == improve(p, best).cost_micros < best.cost_micros
+    assert violations(p, s) == []

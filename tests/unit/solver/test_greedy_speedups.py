@@ -15,7 +15,6 @@ from solver.greedy import (
     _Lazy,
     _maxcap,
     _Packer,
-    _pop_all,
     cost_aware_ffd,
     karpenter_ffd,
 )
@@ -94,11 +93,26 @@ def test_ranked_iterates_in_sorted_order(data: st.DataObject) -> None:
     types = data.draw(_types())
     keyed = [(t.price_micros / data.draw(st.integers(1, 4)), t.id, t) for t in types]
     want = [t for _, _, t in sorted(keyed, key=lambda x: (x[0], x[1]))]
-    ranked = _Lazy(_pop_all(list(keyed)))
+    ranked = _Lazy(iter(want))
     first = next(iter(ranked), None)
     assert first is (want[0] if want else None)
     assert list(ranked) == want
     assert list(ranked) == want
+
+
+@settings(max_examples=60)
+@given(problems(), st.integers(1, 300))
+def test_offerings_rank_by_price_per_copy_up_to_the_cap_then_id(problem: Problem, cap: int) -> None:
+    packer = _Packer(problem, karpenter=False)
+    for c in problem.classes:
+        eligible = packer.eligible(c, (None, None))
+        per = {t.id: t.price_micros / max(min(cap, _copies(t, c, _INF)), 1) for t in eligible}
+        want = sorted(eligible, key=lambda t: (per[t.id], t.id))
+        assert list(packer._by_price_per_copy(c, cap)) == want
+        # a cap above every offering's copies ranks the same as the largest copies
+        assert list(packer._by_price_per_copy(c, cap + 10**6)) == list(
+            packer._by_price_per_copy(c, 10**9)
+        )
 
 
 def _plain_open_order(packer: _Packer, zone: str | None) -> list[_Bin]:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.improve import _covers, improve
 from solver.problem import (
+    Affinity,
     AntiAffinity,
     CoLocation,
     NewBin,
@@ -336,3 +337,21 @@ def test_covers_is_the_reduction_over_resources(r: int, n: int, m: int, seed: in
     expected = (have >= want).all(axis=2)
     assert expected.shape == (n, m)
     assert np.array_equal(_covers(have, want), expected)
+
+
+def test_a_one_bin_group_never_splits_across_bins() -> None:
+    # a hostname affinity to its own pods (kube-scheduler's first-pod rule): all on one bin
+    p = Problem(
+        (bt("m", 4000, 8192, 400),),
+        (
+            pc("g", 2, 1500, 1024, ["m"], topology=frozenset({"one"})),
+            pc("o", 2, 2500, 1024, ["m"]),
+        ),
+        topology=(Affinity("one", key=TopologyKey.HOSTNAME),),
+    )
+    start = _plan(p, [("m", {"g": 2}), ("m", {"o": 1}), ("m", {"o": 1})])
+    out = improve(p, start)
+    assert violations(p, out) == []
+    assert [b.placement.counts.get("g", 0) for b in out.new_bins if "g" in b.placement.counts] == [
+        2
+    ]
