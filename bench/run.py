@@ -6,7 +6,9 @@ latency reported is the planning step (`Plan.solver.seconds`: problem building, 
 NodeClaim construction), measured over several repetitions, next to the wall time of the
 whole `jointer plan` command run in-process (reading the YAML, planning, writing the JSON).
 
-Usage: ``python -m bench.run [--quick] [--sizes 100,500] [--workloads karpenter-diverse]``.
+Usage: ``python -m bench.run [--quick] [--sizes 100,500] [--workloads karpenter-diverse]``
+(naming workloads or sizes, or ``--rows-only``, leaves out the memory, consolidation and
+scenario-scale sections).
 """
 
 from __future__ import annotations
@@ -440,7 +442,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None, help="comma-separated pod counts")
     parser.add_argument("--time-limit", type=float, default=None)
     parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument(
+        "--rows-only",
+        action="store_true",
+        help="only the planner rows (implied by --workloads or --sizes): no memory, "
+        "consolidation or scenario-scale sections",
+    )
     args = parser.parse_args(argv)
+    rows_only = bool(args.rows_only or args.workloads or args.sizes)
     plan = QUICK_SIZES if args.quick else FULL_SIZES
     names = args.workloads.split(",") if args.workloads else list(plan)
     started = time.monotonic()
@@ -459,11 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     from bench import state_memory  # noqa: PLC0415
 
-    memory = None if args.quick else state_memory.run(5000, 50000)
+    memory = None if args.quick or rows_only else state_memory.run(5000, 50000)
     from bench import consolidation, scenario_scale  # noqa: PLC0415
 
-    disruption = consolidation.report((500,) if args.quick else (500, 2000, 5000))
-    scale = None if args.quick else scenario_scale.measure_capped()
+    disruption: Sequence[str] = ()
+    if not rows_only:
+        disruption = consolidation.report((500,) if args.quick else (500, 2000, 5000))
+    scale = None if args.quick or rows_only else scenario_scale.measure_capped()
     text = write_results(
         results,
         time_limit=args.time_limit,
