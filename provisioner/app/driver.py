@@ -55,6 +55,8 @@ from provisioner.kube.informer import (
     BackoffPolicy,
     ExponentialBackoff,
     Informer,
+    last_state,
+    strip_managed_fields,
 )
 from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import Resource
@@ -472,6 +474,11 @@ class Driver:
             backoff=self._backoff,
             watch_timeout=self._watch_timeout,
             logger=self._informer_logger,
+            # the cache builds its own models from what it is given and changes nothing;
+            # the informer keeps only what a deletion's consumers read
+            transform=strip_managed_fields,
+            copies=False,
+            keep=last_state(resource),
         )
 
     # -- state -------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ an injected waiting function. The steps:
    resourceVersion (bookmarks advance it too).
 3. `GoneError` (410): relist at once. Any other API or connection error: relist after a capped
    exponential backoff; the failure count resets after a successful list.
+
+Every object received passes once through the informer's `transform` (client-go's
+`SetTransform`; e.g. :func:`strip_managed_fields`, what controller-runtime and Karpenter install)
+before it is cached or delivered, so neither the cache nor a consumer holds what nobody reads.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ DEFAULT_WATCH_TIMEOUT: Final = 300.0
 """Seconds a watch stays open before it is renewed (client-go uses 5-10 minutes)."""
 
 OnAdd = Callable[[JsonObject], None]
+Transform = Callable[[JsonObject], JsonObject]
 OnUpdate = Callable[[JsonObject, JsonObject], None]
 OnDelete = Callable[[JsonObject], None]
 Waiter = Callable[[float, threading.Event], object]
@@ -63,6 +68,37 @@ def _wait_on_stop(delay: float, stop: threading.Event) -> object:
     return stop.wait(delay)
 
 
+def strip_managed_fields(obj: JsonObject) -> JsonObject:
+    """``obj`` without ``metadata.managedFields`` (controller-runtime's StripManagedFields).
+
+    Server-side apply's field ownership is often the largest part of an object and no controller
+    reads it. The object given is not changed: a stripped copy shares everything else with it.
+    """
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return obj
+    return {
+        **obj,
+        "metadata": {k: v for k, v in metadata.items() if k != "managedFields"},
+    }
+
+
+def last_state(resource: Resource) -> Transform:
+    """What consumers of ``resource``'s deletions read: all but the status (and a pod's spec).
+
+    An informer keeps this (``keep``) when its consumer holds its own copy of what it needs, so
+    a cached pod costs its metadata only; a deletion found by a relist is delivered with it.
+    """
+    dropped = ("status", "spec") if resource.kind == "Pod" else ("status",)
+
+    def keep(obj: JsonObject) -> JsonObject:
+        if not any(k in obj for k in dropped):
+            return obj
+        return {k: v for k, v in obj.items() if k not in dropped}
+
+    return keep
+
+
 def object_key(obj: JsonObject) -> _Key:
     """The cache key of an object: (namespace or "", name)."""
     metadata = obj.get("metadata", {})
@@ -72,8 +108,10 @@ def object_key(obj: JsonObject) -> _Key:
 class Informer:
     """Keeps a cache of one resource in step with the API and reports changes.
 
-    Callbacks run on the thread calling `sync_once`/`run`; they receive copies. Updates are
-    reported only when the resourceVersion changed (relists are silent for unchanged objects).
+    Callbacks run on the thread calling `sync_once`/`run`; they receive copies unless
+    `copies` is off (for consumers that only read, such as the cluster state cache, which
+    builds its own models). Updates are reported only when the resourceVersion changed (relists
+    are silent for unchanged objects).
 
     Args:
         kube: the API.
@@ -87,6 +125,14 @@ class Informer:
         watch_timeout: seconds per watch request; `None` lets the server choose (and makes
             `InMemoryKube` end each watch once caught up, for step-wise tests).
         logger: where to report errors and relists.
+        transform: applied once to every object received, before it is cached or delivered
+            (it must not change the object it is given; return a new one instead).
+        copies: whether callbacks get deep copies (off: the objects themselves, which the
+            callbacks must not change).
+        keep: what the cache keeps of each object (default: all of it; it must not change the
+            object it is given). A deletion found by a relist, the old object of an update and
+            `get`/`items` give what was kept; adds, updates and watched deletions give the
+            objects the API sent.
     """
 
     def __init__(
@@ -102,6 +148,9 @@ class Informer:
         backoff: BackoffPolicy | None = None,
         watch_timeout: float | None = DEFAULT_WATCH_TIMEOUT,
         logger: logging.Logger | None = None,
+        transform: Transform | None = None,
+        copies: bool = True,
+        keep: Transform | None = None,
     ) -> None:
         self._kube = kube
         self._resource = resource
@@ -113,6 +162,9 @@ class Informer:
         self._backoff: BackoffPolicy = backoff or ExponentialBackoff()
         self._watch_timeout = watch_timeout
         self._log = logger or logging.getLogger(__name__)
+        self._transform = transform
+        self._keep = keep
+        self._copy: Callable[[JsonObject], JsonObject] = copy_json if copies else _same
         self._lock = threading.Lock()
         self._cache: dict[_Key, JsonObject] = {}
         self._resource_version: str | None = None
@@ -200,10 +252,14 @@ class Informer:
             self._resource, namespace=self._namespace, label_selector=self._label_selector
         )
         self.relists += 1
-        fresh = {object_key(obj): obj for obj in listed.items}
+        transform = self._transform
+        items = listed.items if transform is None else [transform(obj) for obj in listed.items]
+        fresh = {object_key(obj): obj for obj in items}
+        keep = self._keep
+        kept = dict(fresh) if keep is None else {k: keep(obj) for k, obj in fresh.items()}
         with self._lock:
             old = self._cache
-            self._cache = dict(fresh)
+            self._cache = kept
         for key, obj in old.items():
             if key not in fresh:
                 self._emit_delete(obj)
@@ -233,13 +289,15 @@ class Informer:
             self._resource_version = event.resource_version
         if event.type == WatchEventType.BOOKMARK:
             return
+        if self._transform is not None:
+            event = WatchEvent(event.type, self._transform(event.object))
         key = object_key(event.object)
         with self._lock:
             previous = self._cache.get(key)
             if event.type == WatchEventType.DELETED:
                 self._cache.pop(key, None)
             else:
-                self._cache[key] = event.object
+                self._cache[key] = event.object if self._keep is None else self._keep(event.object)
         if event.type == WatchEventType.DELETED:
             self._emit_delete(event.object)
         elif previous is None:
@@ -249,15 +307,19 @@ class Informer:
 
     def _emit_add(self, obj: JsonObject) -> None:
         if self._on_add is not None:
-            self._on_add(copy_json(obj))
+            self._on_add(self._copy(obj))
 
     def _emit_update(self, old: JsonObject, new: JsonObject) -> None:
         if self._on_update is not None:
-            self._on_update(copy_json(old), copy_json(new))
+            self._on_update(self._copy(old), self._copy(new))
 
     def _emit_delete(self, obj: JsonObject) -> None:
         if self._on_delete is not None:
-            self._on_delete(copy_json(obj))
+            self._on_delete(self._copy(obj))
+
+
+def _same(obj: JsonObject) -> JsonObject:
+    return obj
 
 
 def _rv(obj: JsonObject) -> str:

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import functools
 import sys
+import typing
+from datetime import datetime
 from typing import Any, Final, NoReturn, Self, TypeVar
 
 import pydantic
+from pydantic_core import SchemaSerializer
 
 __all__ = ["DEFAULT_TABLE_LIMIT", "FrozenDict", "Interner"]
 
@@ -36,6 +39,18 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 
 _object_setattr = object.__setattr__
 _intern = sys.intern
+
+
+def _has_datetime(annotation: Any, seen: set[type]) -> bool:
+    """Whether values of ``annotation`` may hold a timestamp (then they are per-object)."""
+    if annotation is datetime:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        if annotation in seen:
+            return False
+        seen.add(annotation)
+        return any(_has_datetime(f.annotation, seen) for f in annotation.model_fields.values())
+    return any(_has_datetime(arg, seen) for arg in typing.get_args(annotation))
 
 
 @functools.cache
@@ -90,13 +105,15 @@ class Interner:
         limit: distinct parts tabled before the table starts afresh.
     """
 
-    __slots__ = ("_fields_sets", "_limit", "_plans", "_table")
+    __slots__ = ("_fields_sets", "_limit", "_plans", "_serializers", "_stamp_fields", "_table")
 
     def __init__(self, *, limit: int = DEFAULT_TABLE_LIMIT) -> None:
         self._limit = limit
         self._table: dict[Any, Any] = {}
         self._fields_sets: dict[frozenset[str], set[str]] = {}
         self._plans: dict[type[pydantic.BaseModel], tuple[tuple[str, bool], ...]] = {}
+        self._stamp_fields: dict[type[pydantic.BaseModel], tuple[str, ...]] = {}
+        self._serializers: dict[tuple[type[pydantic.BaseModel], str], SchemaSerializer | None] = {}
 
     def __len__(self) -> int:
         """How many distinct parts are tabled."""
@@ -124,10 +141,23 @@ class Interner:
             self._plans[cls] = plan
         return plan
 
+    def _serializer(self, cls: type[pydantic.BaseModel], name: str) -> SchemaSerializer | None:
+        """How to write field ``name`` of ``cls`` as JSON (None: it holds a timestamp)."""
+        key = (cls, name)
+        if key not in self._serializers:
+            annotation = cls.model_fields[name].annotation
+            self._serializers[key] = (
+                None
+                if annotation is None or _has_datetime(annotation, set())
+                else pydantic.TypeAdapter(annotation).serializer
+            )
+        return self._serializers[key]
+
     def _own(self, model: pydantic.BaseModel, *, top: bool) -> None:
         values = model.__dict__
         fields_set = model.__pydantic_fields_set__
-        for name, factory in self._plan(model.__class__):
+        model_cls = model.__class__
+        for name, factory in self._plan(model_cls):
             if not factory and name not in fields_set:
                 continue  # the class's own immutable default
             value = values[name]
@@ -135,11 +165,32 @@ class Interner:
             if cls is str:
                 if name not in _IDENTITY_STRINGS:
                     values[name] = _intern(value)
+            elif cls in _ATOMS:
+                pass
+            elif not value:
+                if cls is dict:
+                    values[name] = _EMPTY
             elif top and _is_model(cls):
                 self._own(value, top=False)
-            elif cls not in _ATOMS:
-                values[name] = self._canon(value)[0]
+            else:
+                values[name] = self._part(model_cls, name, value)
         self._share_fields_set(model)
+
+    def _part(self, cls: type[pydantic.BaseModel], name: str, value: Any) -> Any:
+        """The canonical instance of field ``name``'s value, found by its JSON (set fields only).
+
+        Equal JSON of the set fields means equal values of equal types with the same fields
+        set; writing it is cheap next to walking it, so a repeated part costs one write.
+        """
+        serializer = self._serializer(cls, name)
+        if serializer is None:
+            return self._canon(value)[0]
+        key = (cls, name, serializer.to_json(value, exclude_unset=True))
+        known = self._table.get(key)
+        if known is None:
+            known = self._canon(value)[0]  # new: its own parts may be known
+            self._store(key, known)
+        return known
 
     def _share_fields_set(self, model: pydantic.BaseModel) -> None:
         # pydantic only mutates this set on attribute assignment (refused: models are frozen)
@@ -215,10 +266,39 @@ class Interner:
             self._store(full, known)
         return known, id(known)
 
+    def _stamps(self, cls: type[pydantic.BaseModel]) -> tuple[str, ...]:
+        """``cls``'s own timestamp fields."""
+        stamps = self._stamp_fields.get(cls)
+        if stamps is None:
+            stamps = tuple(
+                name
+                for name, info in cls.model_fields.items()
+                if datetime in (info.annotation, *typing.get_args(info.annotation))
+            )
+            self._stamp_fields[cls] = stamps
+        return stamps
+
+    def _stamped(self, model: pydantic.BaseModel) -> tuple[Any, Any]:
+        """A part with a timestamp set: its own, with its strings and parts shared."""
+        values = model.__dict__
+        for name, value in values.items():
+            cls = value.__class__
+            if cls is str:
+                values[name] = _intern(value)
+            elif cls not in _ATOMS and value:
+                canonical = self._canon(value)[0]
+                if canonical is not value:
+                    values[name] = canonical
+        self._share_fields_set(model)
+        return model, None
+
     def _canon_model(self, model: pydantic.BaseModel) -> tuple[Any, Any]:
         values = model.__dict__
-        fields_set = model.__pydantic_fields_set__
         cls = model.__class__
+        for stamp in self._stamps(cls):
+            if values[stamp] is not None:
+                return self._stamped(model)
+        fields_set = model.__pydantic_fields_set__
         keys: list[Any] = [cls]
         replaced: list[tuple[str, Any]] = []
         shareable = True

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from provisioner.kube import errors
-from provisioner.kube.informer import ExponentialBackoff, Informer
+from provisioner.kube.informer import ExponentialBackoff, Informer, strip_managed_fields
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.resource import NODES
 
@@ -132,3 +132,58 @@ def test_run_stops_and_uses_injected_wait(kube):
 @pytest.mark.parametrize(("failures", "expected"), [(0, 0.0), (1, 0.8), (2, 1.6), (10, 30.0)])
 def test_default_backoff_matches_client_go(failures, expected):
     assert ExponentialBackoff().delay(failures) == pytest.approx(expected)
+
+
+def test_strip_managed_fields_leaves_the_given_object_alone() -> None:
+    managed = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:metadata": {}}}]
+    original: dict[str, Any] = {
+        "metadata": {"name": "n1", "managedFields": managed},
+        "spec": {"a": 1},
+    }
+    stripped = strip_managed_fields(original)
+    assert stripped == {"metadata": {"name": "n1"}, "spec": {"a": 1}}
+    assert original["metadata"]["managedFields"] == managed
+    assert stripped["spec"] is original["spec"]
+    plain = {"metadata": {"name": "n2"}}
+    assert strip_managed_fields(plain) is plain
+
+
+def test_the_transform_runs_once_on_lists_and_watches_before_caching(kube):
+    managed = [{"manager": "kubectl", "operation": "Update"}]
+    kube.create(NODES, {"metadata": {"name": "n1", "managedFields": managed}})
+    seen: list[Any] = []
+    calls: list[str] = []
+
+    def transform(obj):
+        calls.append(obj["metadata"]["name"])
+        return strip_managed_fields(obj)
+
+    informer = Informer(
+        kube,
+        NODES,
+        on_add=seen.append,
+        on_update=lambda _old, new: seen.append(new),
+        watch_timeout=None,
+        transform=transform,
+    )
+    informer.sync_once()
+    kube.create(NODES, {"metadata": {"name": "n2", "managedFields": managed}})
+    kube.merge_patch(NODES, "n1", {"metadata": {"labels": {"a": "b"}}})
+    informer.sync_once()
+    assert calls == ["n1", "n2", "n1"]
+    assert [o["metadata"]["name"] for o in seen] == ["n1", "n2", "n1"]
+    assert all("managedFields" not in o["metadata"] for o in seen)
+    assert all("managedFields" not in o["metadata"] for o in informer.items())
+    stored = kube.get(NODES, "n1")
+    assert stored["metadata"]["managedFields"] == managed
+
+
+def test_callbacks_get_copies_unless_told_they_only_read(kube):
+    kube.create(NODES, node("n1"))
+    for copies in (True, False):
+        delivered: list[Any] = []
+        informer = Informer(kube, NODES, on_add=delivered.append, watch_timeout=None, copies=copies)
+        informer.sync_once()
+        cached = informer._cache[("", "n1")]  # what the informer holds
+        assert delivered == [cached]
+        assert (delivered[0] is cached) is not copies
