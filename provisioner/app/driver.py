@@ -52,6 +52,7 @@ from structlog.typing import FilteringBoundLogger
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.informer import (
     DEFAULT_WATCH_TIMEOUT,
+    LIST_PAGE_SIZE,
     BackoffPolicy,
     ExponentialBackoff,
     Informer,
@@ -479,6 +480,7 @@ class Driver:
             transform=strip_managed_fields,
             copies=False,
             keep=last_state(resource),
+            page_size=LIST_PAGE_SIZE,
         )
 
     # -- state -------------------------------------------------------------------------------

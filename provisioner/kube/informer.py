@@ -20,17 +20,26 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from provisioner.kube.bulk import collector_paused, copy_json
 from provisioner.kube.errors import GoneError, KubeApiError
-from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
+from provisioner.kube.protocol import (
+    JsonObject,
+    KubeClient,
+    ObjectList,
+    WatchEvent,
+    WatchEventType,
+)
 from provisioner.kube.resource import Resource
 
 DEFAULT_WATCH_TIMEOUT: Final = 300.0
 """Seconds a watch stays open before it is renewed (client-go uses 5-10 minutes)."""
+
+LIST_PAGE_SIZE: Final = 500
+"""Objects per chunk of a relist (client-go's pager default)."""
 
 OnAdd = Callable[[JsonObject], None]
 Transform = Callable[[JsonObject], JsonObject]
@@ -39,6 +48,22 @@ OnDelete = Callable[[JsonObject], None]
 Waiter = Callable[[float, threading.Event], object]
 
 _Key = tuple[str, str]
+
+
+@runtime_checkable
+class PagedLister(Protocol):
+    """A client that can list in chunks (``RealKube``): a relist then decodes one at a time."""
+
+    def list_pages(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        limit: int = 500,
+    ) -> Iterator[ObjectList]:
+        """The list, chunk by chunk; every chunk carries the list's resourceVersion."""
+        ...
 
 
 class BackoffPolicy(Protocol):
@@ -133,6 +158,9 @@ class Informer:
             object it is given). A deletion found by a relist, the old object of an update and
             `get`/`items` give what was kept; adds, updates and watched deletions give the
             objects the API sent.
+        page_size: list in chunks of this many objects when the client can
+            (:class:`PagedLister`), delivering each chunk before the next is read, and the
+            deletions a relist finds after them (None: one list, deletions first).
     """
 
     def __init__(
@@ -151,6 +179,7 @@ class Informer:
         transform: Transform | None = None,
         copies: bool = True,
         keep: Transform | None = None,
+        page_size: int | None = None,
     ) -> None:
         self._kube = kube
         self._resource = resource
@@ -164,6 +193,7 @@ class Informer:
         self._log = logger or logging.getLogger(__name__)
         self._transform = transform
         self._keep = keep
+        self._page_size = page_size
         self._copy: Callable[[JsonObject], JsonObject] = copy_json if copies else _same
         self._lock = threading.Lock()
         self._cache: dict[_Key, JsonObject] = {}
@@ -248,6 +278,9 @@ class Informer:
             self._relist_paused()
 
     def _relist_paused(self) -> None:
+        if self._page_size is not None and isinstance(self._kube, PagedLister):
+            self._relist_pages(self._kube, self._page_size)
+            return
         listed = self._kube.list(
             self._resource, namespace=self._namespace, label_selector=self._label_selector
         )
@@ -270,6 +303,40 @@ class Informer:
             elif _rv(previous) != _rv(obj):
                 self._emit_update(previous, obj)
         self._resource_version = listed.resource_version
+        self._failures = 0
+        self._synced.set()
+
+    def _relist_pages(self, kube: PagedLister, limit: int) -> None:
+        """Relist chunk by chunk: only one chunk of whole objects is alive at a time."""
+        pages = kube.list_pages(
+            self._resource,
+            namespace=self._namespace,
+            label_selector=self._label_selector,
+            limit=limit,
+        )
+        self.relists += 1
+        seen: set[_Key] = set()
+        resource_version = ""
+        for page in pages:
+            for received in page.items:
+                obj = received if self._transform is None else self._transform(received)
+                key = object_key(obj)
+                seen.add(key)
+                with self._lock:
+                    previous = self._cache.get(key)
+                    self._cache[key] = obj if self._keep is None else self._keep(obj)
+                if previous is None:
+                    self._emit_add(obj)
+                elif _rv(previous) != _rv(obj):
+                    self._emit_update(previous, obj)
+            resource_version = page.resource_version
+        with self._lock:
+            gone = [(key, obj) for key, obj in self._cache.items() if key not in seen]
+            for key, _ in gone:
+                del self._cache[key]
+        for _, obj in gone:
+            self._emit_delete(obj)
+        self._resource_version = resource_version
         self._failures = 0
         self._synced.set()
 
