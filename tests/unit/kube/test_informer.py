@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from provisioner.kube import errors
-from provisioner.kube.informer import ExponentialBackoff, Informer, strip_managed_fields
+from provisioner.kube.informer import ExponentialBackoff, Informer, last_state, strip_managed_fields
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.resource import NODES
+from provisioner.kube.protocol import KubeClient, ObjectList
+from provisioner.kube.resource import NODE_CLAIMS, NODES, PODS
 
 
 class Recorder:
@@ -187,3 +188,78 @@ def test_callbacks_get_copies_unless_told_they_only_read(kube):
         cached = informer._cache[("", "n1")]  # what the informer holds
         assert delivered == [cached]
         assert (delivered[0] is cached) is not copies
+
+
+class PagedKube:
+    """``InMemoryKube`` listing in chunks (as ``RealKube.list_pages`` does), counting them."""
+
+    def __init__(self, kube: InMemoryKube) -> None:
+        self.kube = kube
+        self.pages = 0
+
+    def list(self, resource, **kwargs):
+        return self.kube.list(resource, **kwargs)
+
+    def watch(self, resource, **kwargs):
+        return self.kube.watch(resource, **kwargs)
+
+    def list_pages(self, resource, *, namespace=None, label_selector=None, limit=500):
+        listed = self.kube.list(resource, namespace=namespace, label_selector=label_selector)
+        for start in range(0, max(len(listed.items), 1), limit):
+            self.pages += 1
+            yield ObjectList(listed.items[start : start + limit], listed.resource_version)
+
+
+def test_a_paged_relist_reports_what_changed_chunk_by_chunk(clock):
+    kube = InMemoryKube(clock=clock, history_window=1)
+    for name in ("a", "b", "c", "gone"):
+        kube.create(NODES, node(name))
+    paged = PagedKube(kube)
+    recorder = Recorder()
+    informer = Informer(
+        cast("KubeClient", paged),
+        NODES,
+        on_add=recorder.add,
+        on_update=recorder.update,
+        on_delete=recorder.delete,
+        watch_timeout=None,
+        page_size=2,
+        keep=last_state(NODES),
+    )
+    informer.sync_once()
+    assert paged.pages == 2
+    assert recorder.events == [("add", "a"), ("add", "b"), ("add", "c"), ("add", "gone")]
+    kube.delete(NODES, "gone")
+    kube.merge_patch(NODES, "b", {"metadata": {"labels": {"x": "y"}}})
+    kube.create(NODES, node("d"))
+    recorder.events.clear()
+    informer._resource_version = None  # what a 410 does: relist
+    informer.sync_once()
+    assert recorder.events == [("update", "b"), ("add", "d"), ("delete", "gone")]
+    assert informer.resource_version == kube.resource_version
+    assert [o["metadata"]["name"] for o in informer.items()] == ["a", "b", "c", "d"]
+    kept = informer.get("b")
+    assert kept is not None
+    assert kept["metadata"]["labels"] == {"x": "y"}
+
+
+def test_a_client_without_chunks_lists_whole(kube):
+    kube.create(NODES, node("n1"))
+    recorder = Recorder()
+    informer = make(kube, recorder, page_size=1)
+    informer.sync_once()
+    assert recorder.events == [("add", "n1")]
+
+
+def test_the_last_state_kept_is_what_deletions_are_read_for() -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": {"a": "b"}},
+        "spec": {"nodeName": "n"},
+        "status": {"phase": "Running"},
+    }
+    claim = {"kind": "NodeClaim", "metadata": {"name": "c"}, "spec": {"nodeClassRef": {}}}
+    assert last_state(PODS)(pod) == {"kind": "Pod", "metadata": pod["metadata"]}
+    assert last_state(NODE_CLAIMS)({**claim, "status": {}}) == claim
+    assert last_state(NODE_CLAIMS)(claim) is claim
+    assert "status" in pod
