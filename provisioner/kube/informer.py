@@ -109,19 +109,26 @@ def strip_managed_fields(obj: JsonObject) -> JsonObject:
 
 
 def last_state(resource: Resource) -> Transform:
-    """What consumers of ``resource``'s deletions read: all but the status (and a pod's spec).
+    """What consumers of ``resource``'s deletions read (all but the status; of a pod less).
 
-    An informer keeps this (``keep``) when its consumer holds its own copy of what it needs, so
-    a cached pod costs its metadata only; a deletion found by a relist is delivered with it.
+    Of a pod: its metadata, ``spec.nodeName`` and ``status.phase``. An informer keeps this
+    (``keep``) when its consumer holds its own copy of what it needs, so a cached pod costs
+    little more than its metadata; a deletion found by a relist is delivered with it.
     """
-    dropped = ("status", "spec") if resource.kind == "Pod" else ("status",)
+    return _pod_last_state if resource.kind == "Pod" else _without_status
 
-    def keep(obj: JsonObject) -> JsonObject:
-        if not any(k in obj for k in dropped):
-            return obj
-        return {k: v for k, v in obj.items() if k not in dropped}
 
-    return keep
+def _without_status(obj: JsonObject) -> JsonObject:
+    return {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
+
+
+def _pod_last_state(obj: JsonObject) -> JsonObject:
+    kept = {k: v for k, v in obj.items() if k not in {"spec", "status"}}
+    for part, field in (("spec", "nodeName"), ("status", "phase")):
+        whole = obj.get(part)
+        if isinstance(whole, dict) and field in whole:
+            kept[part] = {field: whole[field]}
+    return kept
 
 
 def object_key(obj: JsonObject) -> _Key:

@@ -7,7 +7,8 @@ provisioner's own in-memory bookkeeping, as in Karpenter).
 
 Memory is proportional to need: objects are kept as the typed models of ``provisioner.apis``
 (``LenientModel`` reads only the fields Jointer uses), never as whole JSON documents; only
-pod-group objects, which the pure ``provisioner.podgroups`` parses itself, are kept raw.
+pod-group objects, which the pure ``provisioner.podgroups`` parses itself, are kept raw. The
+parts replicas have in common are kept once (:class:`~provisioner.state.intern.Interner`).
 
 Every map is keyed by the object's natural key and guarded by one lock; readers get
 immutable snapshots, so iteration never holds the lock.

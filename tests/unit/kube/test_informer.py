@@ -255,11 +255,20 @@ def test_the_last_state_kept_is_what_deletions_are_read_for() -> None:
     pod = {
         "kind": "Pod",
         "metadata": {"name": "p", "annotations": {"a": "b"}},
+        "spec": {"nodeName": "n", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "conditions": []},
+    }
+    claim = {"kind": "NodeClaim", "metadata": {"name": "c"}, "spec": {"nodeClassRef": {}}}
+    assert last_state(PODS)(pod) == {
+        "kind": "Pod",
+        "metadata": pod["metadata"],
         "spec": {"nodeName": "n"},
         "status": {"phase": "Running"},
     }
-    claim = {"kind": "NodeClaim", "metadata": {"name": "c"}, "spec": {"nodeClassRef": {}}}
-    assert last_state(PODS)(pod) == {"kind": "Pod", "metadata": pod["metadata"]}
+    assert last_state(PODS)({"kind": "Pod", "metadata": {}, "spec": {}}) == {
+        "kind": "Pod",
+        "metadata": {},
+    }
     assert last_state(NODE_CLAIMS)({**claim, "status": {}}) == claim
     assert last_state(NODE_CLAIMS)(claim) is claim
     assert "status" in pod
