@@ -1,10 +1,16 @@
-"""Memory of the cluster state cache at scale (issue 5: under 500 MB for 5,000 nodes, 50,000 pods).
+"""Memory of the cluster state cache at scale (issue 21: controller memory <= 350 MB at 5,000
+nodes and 50,000 pods).
 
 Builds realistic Node and Pod objects (labels, taints, containers with requests, owner
 references, conditions), feeds them through ``ClusterState.apply_object`` as the informers do,
 and reports the Python heap the cache holds (``tracemalloc``, objects kept alive by the cache
 only: the input dicts are dropped as they are applied) and the process's peak RSS. Runs in a
 forked child so the numbers are its own.
+
+The informer path (:func:`measure_informer`) starts from the bytes of the list responses, with
+pods as a real API server returns them (managed fields, a per-pod service-account volume, env,
+probes, container statuses, timestamped conditions): decoding, the informers (as the controller's
+driver sets them up) and the cache, reporting CPU time and the RSS of informers and cache.
 
 Usage: ``python -m bench.state_memory [--nodes 5000] [--pods 50000]``.
 """
@@ -16,11 +22,28 @@ import gc
 import multiprocessing
 import resource
 import sys
+import time
 import tracemalloc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+import orjson
+
+from provisioner.kube.informer import (
+    LIST_PAGE_SIZE,
+    Informer,
+    last_state,
+    strip_managed_fields,
+)
+from provisioner.kube.protocol import (
+    JsonObject,
+    KubeClient,
+    ObjectList,
+    WatchEvent,
+    WatchEventType,
+)
+from provisioner.kube.resource import NODES, PODS, Resource
 from provisioner.runtime.clock import FakeClock
 from provisioner.state.cluster import ClusterState
 
@@ -115,6 +138,92 @@ def _pod(index: int, nodes: int) -> dict[str, Any]:
     }
 
 
+def _full_pod(index: int, nodes: int) -> dict[str, Any]:
+    """``_pod`` with what a real API server adds (the informers receive all of it)."""
+    pod = _pod(index, nodes)
+    token = f"kube-api-access-{index:05x}"
+    pod["metadata"]["generateName"] = pod["metadata"]["name"][:-6]
+    pod["metadata"]["creationTimestamp"] = "2026-11-01T00:00:00Z"
+    pod["metadata"]["managedFields"] = [
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2026-11-01T00:00:00Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app": {}}},
+                "f:spec": {"f:containers": {'k:{"name":"main"}': {".": {}, "f:image": {}}}},
+            },
+        },
+        {
+            "manager": "kubelet",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2026-11-01T00:00:05Z",
+            "fieldsType": "FieldsV1",
+            "subresource": "status",
+            "fieldsV1": {"f:status": {"f:conditions": {}, "f:podIP": {}, "f:startTime": {}}},
+        },
+    ]
+    container = pod["spec"]["containers"][0]
+    container.update(
+        {
+            "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "PORT", "value": "8080"}],
+            "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 10},
+            "volumeMounts": [
+                {
+                    "name": token,
+                    "readOnly": True,
+                    "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                }
+            ],
+            "terminationMessagePath": "/dev/termination-log",
+            "imagePullPolicy": "IfNotPresent",
+        }
+    )
+    pod["spec"].update(
+        {
+            "volumes": [{"name": token, "projected": {"defaultMode": 420, "sources": []}}],
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "schedulerName": "default-scheduler",
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+        }
+    )
+    second = f"{index % 60:02d}"
+    pod["status"].update(
+        {
+            "conditions": [
+                {
+                    "type": kind,
+                    "status": "True",
+                    "lastTransitionTime": f"2026-11-01T00:00:{second}Z",
+                }
+                for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "PodScheduled")
+            ],
+            "hostIP": f"10.0.{(index % nodes) // 250}.{(index % nodes) % 250}",
+            "podIP": f"10.1.{index // 250 % 250}.{index % 250}",
+            "qosClass": "Burstable",
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": "registry.example/app:1",
+                    "containerID": f"containerd://{index:064x}",
+                    "state": {"running": {"startedAt": "2026-11-01T00:00:03Z"}},
+                }
+            ],
+        }
+    )
+    return pod
+
+
 def _objects(nodes: int, pods: int) -> Iterator[dict[str, Any]]:
     for index in range(nodes):
         yield _node(index)
@@ -146,15 +255,90 @@ def measure(nodes: int, pods: int, *, trace: bool) -> dict[str, float]:
     }
 
 
-def _child(queue: Any, nodes: int, pods: int, trace: bool) -> None:
-    queue.put(measure(nodes, pods, trace=trace))
+class _Lists:
+    """A list-only API answering with decoded response bodies, whole or chunk by chunk."""
+
+    def __init__(self, pages: Mapping[Resource, Sequence[bytes]]) -> None:
+        self._pages = pages
+
+    def list(self, resource: Resource, **_: Any) -> ObjectList:
+        items = [item for page in self._pages[resource] for item in orjson.loads(page)]
+        return ObjectList(items, resource_version="1")
+
+    def list_pages(self, resource: Resource, **_: Any) -> Iterator[ObjectList]:
+        for page in self._pages[resource]:
+            yield ObjectList(orjson.loads(page), resource_version="1")
 
 
-def run(nodes: int, pods: int, *, trace: bool = False) -> dict[str, float]:
-    """:func:`measure` in a forked child process."""
+def _pages(objects: Sequence[JsonObject]) -> list[bytes]:
+    return [
+        orjson.dumps(objects[start : start + LIST_PAGE_SIZE])
+        for start in range(0, len(objects), LIST_PAGE_SIZE)
+    ]
+
+
+def measure_informer(nodes: int, pods: int, *, trace: bool, paged: bool) -> dict[str, float]:
+    """Relist full objects through the informers into the cache.
+
+    Returns the CPU seconds (untraced), or with ``trace`` the heap informers and cache hold
+    afterwards and the traced peak during the relist (the decoded list bodies included), MiB.
+    ``paged``: the informers list in chunks of ``LIST_PAGE_SIZE`` (as the controller's do
+    against a real API server), else in one list.
+    """
+    bodies = {
+        NODES: _pages([_node(i) for i in range(nodes)]),
+        PODS: _pages([_full_pod(i, nodes) for i in range(pods)]),
+    }
+    gc.collect()
+    if trace:
+        tracemalloc.start()
+    state = ClusterState(clock=FakeClock(datetime(2026, 11, 1, tzinfo=UTC)))
+    informers = []
+    began = time.process_time()
+    for kind in (NODES, PODS):
+
+        def deliver(obj: JsonObject, kind: Resource = kind) -> None:
+            state.apply(kind, WatchEvent(WatchEventType.ADDED, obj))
+
+        # as the controller's driver sets its informers up
+        informer = Informer(
+            cast("KubeClient", _Lists(bodies)),
+            kind,
+            on_add=deliver,
+            transform=strip_managed_fields,
+            copies=False,
+            keep=last_state(kind),
+            page_size=LIST_PAGE_SIZE if paged else None,
+        )
+        informer.sync_once()
+        informers.append(informer)
+    cpu = time.process_time() - began
+    gc.collect()
+    held, peak = tracemalloc.get_traced_memory() if trace else (0, 0)
+    if trace:
+        tracemalloc.stop()
+    return {
+        "pods": float(state.counts()["pods"]),
+        "cpu_seconds": cpu,
+        "held_mib": held / 2**20,
+        "peak_mib": peak / 2**20,
+        "body_mib": sum(len(page) for page in bodies[PODS]) / 2**20,
+    }
+
+
+def _child(queue: Any, nodes: int, pods: int, trace: bool, informer: str) -> None:
+    if informer:
+        queue.put(measure_informer(nodes, pods, trace=trace, paged=informer == "paged"))
+    else:
+        queue.put(measure(nodes, pods, trace=trace))
+
+
+def run(nodes: int, pods: int, *, trace: bool = False, informer: str = "") -> dict[str, float]:
+    """:func:`measure`, or :func:`measure_informer` (``informer``: "paged" or "whole"), in a
+    forked child process."""
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
-    process = context.Process(target=_child, args=(queue, nodes, pods, trace))
+    process = context.Process(target=_child, args=(queue, nodes, pods, trace, informer))
     process.start()
     result: dict[str, float] = queue.get()
     process.join()
@@ -169,10 +353,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     heap = run(args.nodes, args.pods, trace=True)
     rss = run(args.nodes, args.pods)
+    path = run(args.nodes, args.pods, informer="paged")
+    path_heap = run(args.nodes, args.pods, informer="paged", trace=True)
+    whole = run(args.nodes, args.pods, informer="whole", trace=True)
     sys.stdout.write(
         f"state cache with {rss['nodes']:.0f} nodes and {rss['pods']:.0f} pods: "
         f"Python heap held {heap['heap_mib']:.0f} MiB (tracemalloc); process RSS grew "
         f"{rss['rss_growth_mib']:.0f} MiB to {rss['peak_rss_mib']:.0f} MiB (no tracing)\n"
+        f"informer path (list bodies of full objects, {path_heap['body_mib']:.0f} MiB of pods, "
+        f"decoded, informed and cached): {path['cpu_seconds']:.2f} s CPU; informers and cache "
+        f"hold {path_heap['held_mib']:.0f} MiB afterwards, peak {path_heap['peak_mib']:.0f} MiB "
+        f"(tracemalloc; listed in chunks of {LIST_PAGE_SIZE}; in one list the peak is "
+        f"{whole['peak_mib']:.0f} MiB)\n"
     )
     return 0
 

@@ -52,9 +52,12 @@ from structlog.typing import FilteringBoundLogger
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.informer import (
     DEFAULT_WATCH_TIMEOUT,
+    LIST_PAGE_SIZE,
     BackoffPolicy,
     ExponentialBackoff,
     Informer,
+    last_state,
+    strip_managed_fields,
 )
 from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
 from provisioner.kube.resource import Resource
@@ -472,6 +475,12 @@ class Driver:
             backoff=self._backoff,
             watch_timeout=self._watch_timeout,
             logger=self._informer_logger,
+            # the cache builds its own models from what it is given and changes nothing;
+            # the informer keeps only what a deletion's consumers read
+            transform=strip_managed_fields,
+            copies=False,
+            keep=last_state(resource),
+            page_size=LIST_PAGE_SIZE,
         )
 
     # -- state -------------------------------------------------------------------------------

@@ -10,30 +10,60 @@ an injected waiting function. The steps:
    resourceVersion (bookmarks advance it too).
 3. `GoneError` (410): relist at once. Any other API or connection error: relist after a capped
    exponential backoff; the failure count resets after a successful list.
+
+Every object received passes once through the informer's `transform` (client-go's
+`SetTransform`; e.g. :func:`strip_managed_fields`, what controller-runtime and Karpenter install)
+before it is cached or delivered, so neither the cache nor a consumer holds what nobody reads.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from provisioner.kube.bulk import collector_paused, copy_json
 from provisioner.kube.errors import GoneError, KubeApiError
-from provisioner.kube.protocol import JsonObject, KubeClient, WatchEvent, WatchEventType
+from provisioner.kube.protocol import (
+    JsonObject,
+    KubeClient,
+    ObjectList,
+    WatchEvent,
+    WatchEventType,
+)
 from provisioner.kube.resource import Resource
 
 DEFAULT_WATCH_TIMEOUT: Final = 300.0
 """Seconds a watch stays open before it is renewed (client-go uses 5-10 minutes)."""
 
+LIST_PAGE_SIZE: Final = 500
+"""Objects per chunk of a relist (client-go's pager default)."""
+
 OnAdd = Callable[[JsonObject], None]
+Transform = Callable[[JsonObject], JsonObject]
 OnUpdate = Callable[[JsonObject, JsonObject], None]
 OnDelete = Callable[[JsonObject], None]
 Waiter = Callable[[float, threading.Event], object]
 
 _Key = tuple[str, str]
+
+
+@runtime_checkable
+class PagedLister(Protocol):
+    """A client that can list in chunks (``RealKube``): a relist then decodes one at a time."""
+
+    def list_pages(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        limit: int = 500,
+    ) -> Iterator[ObjectList]:
+        """The list, chunk by chunk; every chunk carries the list's resourceVersion."""
+        ...
 
 
 class BackoffPolicy(Protocol):
@@ -63,6 +93,44 @@ def _wait_on_stop(delay: float, stop: threading.Event) -> object:
     return stop.wait(delay)
 
 
+def strip_managed_fields(obj: JsonObject) -> JsonObject:
+    """``obj`` without ``metadata.managedFields`` (controller-runtime's StripManagedFields).
+
+    Server-side apply's field ownership is often the largest part of an object and no controller
+    reads it. The object given is not changed: a stripped copy shares everything else with it.
+    """
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return obj
+    return {
+        **obj,
+        "metadata": {k: v for k, v in metadata.items() if k != "managedFields"},
+    }
+
+
+def last_state(resource: Resource) -> Transform:
+    """What consumers of ``resource``'s deletions read (all but the status; of a pod less).
+
+    Of a pod: its metadata, ``spec.nodeName`` and ``status.phase``. An informer keeps this
+    (``keep``) when its consumer holds its own copy of what it needs, so a cached pod costs
+    little more than its metadata; a deletion found by a relist is delivered with it.
+    """
+    return _pod_last_state if resource.kind == "Pod" else _without_status
+
+
+def _without_status(obj: JsonObject) -> JsonObject:
+    return {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
+
+
+def _pod_last_state(obj: JsonObject) -> JsonObject:
+    kept = {k: v for k, v in obj.items() if k not in {"spec", "status"}}
+    for part, field in (("spec", "nodeName"), ("status", "phase")):
+        whole = obj.get(part)
+        if isinstance(whole, dict) and field in whole:
+            kept[part] = {field: whole[field]}
+    return kept
+
+
 def object_key(obj: JsonObject) -> _Key:
     """The cache key of an object: (namespace or "", name)."""
     metadata = obj.get("metadata", {})
@@ -72,8 +140,10 @@ def object_key(obj: JsonObject) -> _Key:
 class Informer:
     """Keeps a cache of one resource in step with the API and reports changes.
 
-    Callbacks run on the thread calling `sync_once`/`run`; they receive copies. Updates are
-    reported only when the resourceVersion changed (relists are silent for unchanged objects).
+    Callbacks run on the thread calling `sync_once`/`run`; they receive copies unless
+    `copies` is off (for consumers that only read, such as the cluster state cache, which
+    builds its own models). Updates are reported only when the resourceVersion changed (relists
+    are silent for unchanged objects).
 
     Args:
         kube: the API.
@@ -87,6 +157,17 @@ class Informer:
         watch_timeout: seconds per watch request; `None` lets the server choose (and makes
             `InMemoryKube` end each watch once caught up, for step-wise tests).
         logger: where to report errors and relists.
+        transform: applied once to every object received, before it is cached or delivered
+            (it must not change the object it is given; return a new one instead).
+        copies: whether callbacks get deep copies (off: the objects themselves, which the
+            callbacks must not change).
+        keep: what the cache keeps of each object (default: all of it; it must not change the
+            object it is given). A deletion found by a relist, the old object of an update and
+            `get`/`items` give what was kept; adds, updates and watched deletions give the
+            objects the API sent.
+        page_size: list in chunks of this many objects when the client can
+            (:class:`PagedLister`), delivering each chunk before the next is read, and the
+            deletions a relist finds after them (None: one list, deletions first).
     """
 
     def __init__(
@@ -102,6 +183,10 @@ class Informer:
         backoff: BackoffPolicy | None = None,
         watch_timeout: float | None = DEFAULT_WATCH_TIMEOUT,
         logger: logging.Logger | None = None,
+        transform: Transform | None = None,
+        copies: bool = True,
+        keep: Transform | None = None,
+        page_size: int | None = None,
     ) -> None:
         self._kube = kube
         self._resource = resource
@@ -113,6 +198,10 @@ class Informer:
         self._backoff: BackoffPolicy = backoff or ExponentialBackoff()
         self._watch_timeout = watch_timeout
         self._log = logger or logging.getLogger(__name__)
+        self._transform = transform
+        self._keep = keep
+        self._page_size = page_size
+        self._copy: Callable[[JsonObject], JsonObject] = copy_json if copies else _same
         self._lock = threading.Lock()
         self._cache: dict[_Key, JsonObject] = {}
         self._resource_version: str | None = None
@@ -196,14 +285,21 @@ class Informer:
             self._relist_paused()
 
     def _relist_paused(self) -> None:
+        if self._page_size is not None and isinstance(self._kube, PagedLister):
+            self._relist_pages(self._kube, self._page_size)
+            return
         listed = self._kube.list(
             self._resource, namespace=self._namespace, label_selector=self._label_selector
         )
         self.relists += 1
-        fresh = {object_key(obj): obj for obj in listed.items}
+        transform = self._transform
+        items = listed.items if transform is None else [transform(obj) for obj in listed.items]
+        fresh = {object_key(obj): obj for obj in items}
+        keep = self._keep
+        kept = dict(fresh) if keep is None else {k: keep(obj) for k, obj in fresh.items()}
         with self._lock:
             old = self._cache
-            self._cache = dict(fresh)
+            self._cache = kept
         for key, obj in old.items():
             if key not in fresh:
                 self._emit_delete(obj)
@@ -214,6 +310,40 @@ class Informer:
             elif _rv(previous) != _rv(obj):
                 self._emit_update(previous, obj)
         self._resource_version = listed.resource_version
+        self._failures = 0
+        self._synced.set()
+
+    def _relist_pages(self, kube: PagedLister, limit: int) -> None:
+        """Relist chunk by chunk: only one chunk of whole objects is alive at a time."""
+        pages = kube.list_pages(
+            self._resource,
+            namespace=self._namespace,
+            label_selector=self._label_selector,
+            limit=limit,
+        )
+        self.relists += 1
+        seen: set[_Key] = set()
+        resource_version = ""
+        for page in pages:
+            for received in page.items:
+                obj = received if self._transform is None else self._transform(received)
+                key = object_key(obj)
+                seen.add(key)
+                with self._lock:
+                    previous = self._cache.get(key)
+                    self._cache[key] = obj if self._keep is None else self._keep(obj)
+                if previous is None:
+                    self._emit_add(obj)
+                elif _rv(previous) != _rv(obj):
+                    self._emit_update(previous, obj)
+            resource_version = page.resource_version
+        with self._lock:
+            gone = [(key, obj) for key, obj in self._cache.items() if key not in seen]
+            for key, _ in gone:
+                del self._cache[key]
+        for _, obj in gone:
+            self._emit_delete(obj)
+        self._resource_version = resource_version
         self._failures = 0
         self._synced.set()
 
@@ -233,13 +363,15 @@ class Informer:
             self._resource_version = event.resource_version
         if event.type == WatchEventType.BOOKMARK:
             return
+        if self._transform is not None:
+            event = WatchEvent(event.type, self._transform(event.object))
         key = object_key(event.object)
         with self._lock:
             previous = self._cache.get(key)
             if event.type == WatchEventType.DELETED:
                 self._cache.pop(key, None)
             else:
-                self._cache[key] = event.object
+                self._cache[key] = event.object if self._keep is None else self._keep(event.object)
         if event.type == WatchEventType.DELETED:
             self._emit_delete(event.object)
         elif previous is None:
@@ -249,15 +381,19 @@ class Informer:
 
     def _emit_add(self, obj: JsonObject) -> None:
         if self._on_add is not None:
-            self._on_add(copy_json(obj))
+            self._on_add(self._copy(obj))
 
     def _emit_update(self, old: JsonObject, new: JsonObject) -> None:
         if self._on_update is not None:
-            self._on_update(copy_json(old), copy_json(new))
+            self._on_update(self._copy(old), self._copy(new))
 
     def _emit_delete(self, obj: JsonObject) -> None:
         if self._on_delete is not None:
-            self._on_delete(copy_json(obj))
+            self._on_delete(self._copy(obj))
+
+
+def _same(obj: JsonObject) -> JsonObject:
+    return obj
 
 
 def _rv(obj: JsonObject) -> str:

@@ -199,6 +199,36 @@ class RealKube:
             resource_version=str((answer.get("metadata") or {}).get("resourceVersion") or ""),
         )
 
+    def list_pages(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        limit: int = 500,
+    ) -> Iterator[ObjectList]:
+        """List in chunks of ``limit`` objects (the API's ``limit``/``continue``), one at a time.
+
+        Only one chunk is decoded at once (client-go's pager does the same for an informer's
+        list); every chunk carries the list's resourceVersion. A server that does not chunk
+        answers with one page. An expired ``continue`` token raises ``GoneError``.
+        """
+        token: str | None = None
+        while True:
+            answer = self._call(
+                "GET",
+                resource.path(namespace=namespace),
+                query={"labelSelector": label_selector, "limit": limit, "continue": token},
+            )
+            metadata = answer.get("metadata") or {}
+            yield ObjectList(
+                items=[_with_kind(resource, item) for item in answer.get("items") or []],
+                resource_version=str(metadata.get("resourceVersion") or ""),
+            )
+            token = metadata.get("continue") or None
+            if token is None:
+                return
+
     def watch(
         self,
         resource: Resource,

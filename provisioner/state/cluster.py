@@ -7,7 +7,8 @@ provisioner's own in-memory bookkeeping, as in Karpenter).
 
 Memory is proportional to need: objects are kept as the typed models of ``provisioner.apis``
 (``LenientModel`` reads only the fields Jointer uses), never as whole JSON documents; only
-pod-group objects, which the pure ``provisioner.podgroups`` parses itself, are kept raw.
+pod-group objects, which the pure ``provisioner.podgroups`` parses itself, are kept raw. The
+parts replicas have in common are kept once (:class:`~provisioner.state.intern.Interner`).
 
 Every map is keyed by the object's natural key and guarded by one lock; readers get
 immutable snapshots, so iteration never holds the lock.
@@ -51,6 +52,7 @@ from provisioner.kube.resource import (
     STORAGE_CLASSES,
     Resource,
 )
+from provisioner.state.intern import Interner
 from provisioner.state.statenode import StateNode, join_state_nodes
 
 __all__ = [
@@ -290,6 +292,7 @@ class ClusterState:
         self._clock = clock
         self._lock = threading.RLock()
         self._ix = _Indexes()
+        self._interner = Interner()
         self._synced: set[Resource] = set()
         self._generation = 0
         self._joined: tuple[object, Mapping[str, StateNode]] | None = None
@@ -434,12 +437,12 @@ class ClusterState:
     def _put_pod(self, key: str, obj: JsonObject) -> None:
         known = self._ix.pods.get(key)
         if known is None or not _same_version(known.metadata, obj):
-            self._ix.pods[key] = parse_object(Pod, obj, kind="Pod")
+            self._ix.pods[key] = self._interner.share(parse_object(Pod, obj, kind="Pod"))
 
     def _put_node_object(self, name: str, obj: JsonObject) -> None:
         known = self._ix.nodes.get(name)
         if known is None or not _same_version(known.metadata, obj):
-            self._put_node(parse_object(Node, obj, kind="Node"))
+            self._put_node(self._interner.share(parse_object(Node, obj, kind="Node")))
 
     def _put_node(self, node: Node) -> None:
         ix = self._ix
@@ -453,7 +456,7 @@ class ClusterState:
     def _put_claim(self, obj: JsonObject) -> None:
         ix = self._ix
         try:
-            claim = parse_object(NodeClaim, obj, kind="NodeClaim")
+            claim = self._interner.share(parse_object(NodeClaim, obj, kind="NodeClaim"))
         except ApiValidationError:
             return  # the API server validates NodeClaims; a bad one is not ours to manage
         old = ix.node_claims.get(claim.name)

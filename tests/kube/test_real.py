@@ -244,3 +244,24 @@ def test_leader_election_over_http(kube):
     b.release()
     a.step()
     assert a.is_leader
+
+
+def test_a_chunked_list_and_a_chunked_relist(kube):
+    for name in ("n1", "n2", "n3"):
+        kube.create(NODES, {"metadata": {"name": name}})
+    pages = list(kube.list_pages(NODES, limit=2))
+    names = [o["metadata"]["name"] for page in pages for o in page.items]
+    assert sorted(names) == ["n1", "n2", "n3"]
+    assert all(o["kind"] == "Node" for page in pages for o in page.items)
+    assert pages[-1].resource_version
+    seen = []
+    informer = Informer(
+        kube,
+        NODES,
+        on_add=lambda o: seen.append(o["metadata"]["name"]),
+        watch_timeout=WATCH_TIMEOUT,
+        page_size=2,
+    )
+    informer.sync_once()
+    assert sorted(seen) == ["n1", "n2", "n3"]
+    assert informer.resource_version == pages[-1].resource_version

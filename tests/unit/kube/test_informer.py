@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from provisioner.kube import errors
-from provisioner.kube.informer import ExponentialBackoff, Informer
+from provisioner.kube.informer import ExponentialBackoff, Informer, last_state, strip_managed_fields
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.resource import NODES
+from provisioner.kube.protocol import KubeClient, ObjectList
+from provisioner.kube.resource import NODE_CLAIMS, NODES, PODS
 
 
 class Recorder:
@@ -132,3 +133,142 @@ def test_run_stops_and_uses_injected_wait(kube):
 @pytest.mark.parametrize(("failures", "expected"), [(0, 0.0), (1, 0.8), (2, 1.6), (10, 30.0)])
 def test_default_backoff_matches_client_go(failures, expected):
     assert ExponentialBackoff().delay(failures) == pytest.approx(expected)
+
+
+def test_strip_managed_fields_leaves_the_given_object_alone() -> None:
+    managed = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:metadata": {}}}]
+    original: dict[str, Any] = {
+        "metadata": {"name": "n1", "managedFields": managed},
+        "spec": {"a": 1},
+    }
+    stripped = strip_managed_fields(original)
+    assert stripped == {"metadata": {"name": "n1"}, "spec": {"a": 1}}
+    assert original["metadata"]["managedFields"] == managed
+    assert stripped["spec"] is original["spec"]
+    plain = {"metadata": {"name": "n2"}}
+    assert strip_managed_fields(plain) is plain
+
+
+def test_the_transform_runs_once_on_lists_and_watches_before_caching(kube):
+    managed = [{"manager": "kubectl", "operation": "Update"}]
+    kube.create(NODES, {"metadata": {"name": "n1", "managedFields": managed}})
+    seen: list[Any] = []
+    calls: list[str] = []
+
+    def transform(obj):
+        calls.append(obj["metadata"]["name"])
+        return strip_managed_fields(obj)
+
+    informer = Informer(
+        kube,
+        NODES,
+        on_add=seen.append,
+        on_update=lambda _old, new: seen.append(new),
+        watch_timeout=None,
+        transform=transform,
+    )
+    informer.sync_once()
+    kube.create(NODES, {"metadata": {"name": "n2", "managedFields": managed}})
+    kube.merge_patch(NODES, "n1", {"metadata": {"labels": {"a": "b"}}})
+    informer.sync_once()
+    assert calls == ["n1", "n2", "n1"]
+    assert [o["metadata"]["name"] for o in seen] == ["n1", "n2", "n1"]
+    assert all("managedFields" not in o["metadata"] for o in seen)
+    assert all("managedFields" not in o["metadata"] for o in informer.items())
+    stored = kube.get(NODES, "n1")
+    assert stored["metadata"]["managedFields"] == managed
+
+
+def test_callbacks_get_copies_unless_told_they_only_read(kube):
+    kube.create(NODES, node("n1"))
+    for copies in (True, False):
+        delivered: list[Any] = []
+        informer = Informer(kube, NODES, on_add=delivered.append, watch_timeout=None, copies=copies)
+        informer.sync_once()
+        cached = informer._cache[("", "n1")]  # what the informer holds
+        assert delivered == [cached]
+        assert (delivered[0] is cached) is not copies
+
+
+class PagedKube:
+    """``InMemoryKube`` listing in chunks (as ``RealKube.list_pages`` does), counting them."""
+
+    def __init__(self, kube: InMemoryKube) -> None:
+        self.kube = kube
+        self.pages = 0
+
+    def list(self, resource, **kwargs):
+        return self.kube.list(resource, **kwargs)
+
+    def watch(self, resource, **kwargs):
+        return self.kube.watch(resource, **kwargs)
+
+    def list_pages(self, resource, *, namespace=None, label_selector=None, limit=500):
+        listed = self.kube.list(resource, namespace=namespace, label_selector=label_selector)
+        for start in range(0, max(len(listed.items), 1), limit):
+            self.pages += 1
+            yield ObjectList(listed.items[start : start + limit], listed.resource_version)
+
+
+def test_a_paged_relist_reports_what_changed_chunk_by_chunk(clock):
+    kube = InMemoryKube(clock=clock, history_window=1)
+    for name in ("a", "b", "c", "gone"):
+        kube.create(NODES, node(name))
+    paged = PagedKube(kube)
+    recorder = Recorder()
+    informer = Informer(
+        cast("KubeClient", paged),
+        NODES,
+        on_add=recorder.add,
+        on_update=recorder.update,
+        on_delete=recorder.delete,
+        watch_timeout=None,
+        page_size=2,
+        keep=last_state(NODES),
+    )
+    informer.sync_once()
+    assert paged.pages == 2
+    assert recorder.events == [("add", "a"), ("add", "b"), ("add", "c"), ("add", "gone")]
+    kube.delete(NODES, "gone")
+    kube.merge_patch(NODES, "b", {"metadata": {"labels": {"x": "y"}}})
+    kube.create(NODES, node("d"))
+    recorder.events.clear()
+    informer._resource_version = None  # what a 410 does: relist
+    informer.sync_once()
+    assert recorder.events == [("update", "b"), ("add", "d"), ("delete", "gone")]
+    assert informer.resource_version == kube.resource_version
+    assert [o["metadata"]["name"] for o in informer.items()] == ["a", "b", "c", "d"]
+    kept = informer.get("b")
+    assert kept is not None
+    assert kept["metadata"]["labels"] == {"x": "y"}
+
+
+def test_a_client_without_chunks_lists_whole(kube):
+    kube.create(NODES, node("n1"))
+    recorder = Recorder()
+    informer = make(kube, recorder, page_size=1)
+    informer.sync_once()
+    assert recorder.events == [("add", "n1")]
+
+
+def test_the_last_state_kept_is_what_deletions_are_read_for() -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "annotations": {"a": "b"}},
+        "spec": {"nodeName": "n", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "conditions": []},
+    }
+    claim = {"kind": "NodeClaim", "metadata": {"name": "c"}, "spec": {"nodeClassRef": {}}}
+    assert last_state(PODS)(pod) == {
+        "kind": "Pod",
+        "metadata": pod["metadata"],
+        "spec": {"nodeName": "n"},
+        "status": {"phase": "Running"},
+    }
+    assert last_state(PODS)({"kind": "Pod", "metadata": {}, "spec": {}}) == {
+        "kind": "Pod",
+        "metadata": {},
+    }
+    assert last_state(NODE_CLAIMS)({**claim, "status": {}}) == claim
+    assert last_state(NODE_CLAIMS)(claim) is claim
+    assert "status" in pod
