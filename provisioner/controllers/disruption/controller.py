@@ -13,8 +13,12 @@ Every 10 s (virtual time in simulations), once the cache is synced:
    (:mod:`~provisioner.controllers.disruption.validation`); drift commands start at once.
 5. A started command goes to the queue (``disruption.queue``), and the loop runs again at once.
 
-A method that found nothing is not re-run on an unchanged cluster (same cache generation, same
-candidates) until 5 minutes have passed, as Karpenter skips consolidation on unchanged state.
+Emptiness and consolidation that found nothing, with no budget holding them back, are not re-run
+while the cluster's consolidation state has not moved and their candidates are the same
+(:mod:`~provisioner.controllers.disruption.consolidationstate`: pod bindings and deletions,
+Nodes and NodeClaims coming, going, initializing or being deleted, NodePools and NodeOverlays;
+at most 5 minutes), as Karpenter's ``IsConsolidated``. Drift that found nothing is re-run when
+anything in the cache changed or after 5 minutes.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from provisioner.controllers.disruption.consolidation import (
     MultiNodeConsolidation,
     SingleNodeConsolidation,
 )
+from provisioner.controllers.disruption.consolidationstate import ConsolidationState
 from provisioner.controllers.disruption.drift import Drift
 from provisioner.controllers.disruption.emptiness import Emptiness
 from provisioner.controllers.disruption.facts import ClusterFacts
@@ -126,6 +131,8 @@ class DisruptionController(ControllerBase):
         self._catalogs = CatalogCache(self._cloud, region=region, ttl=self._config.catalog_ttl)
         self._pending: _Pending | None = None
         self._noop: dict[str, tuple[int, frozenset[str], datetime]] = {}
+        self.consolidation_state = ConsolidationState(recheck=self._config.recheck_interval)
+        """Karpenter's consolidation state: when emptiness and consolidation run again."""
         self._idle: tuple[object, datetime] | None = None
         self._failures = 0
 
@@ -156,6 +163,7 @@ class DisruptionController(ControllerBase):
         catalog = self._catalogs.get(facts, self._log)
         disrupting = self._queue.disrupting()
         leaving = {name for name, s in facts.nodes.items() if s.deleting} | disrupting
+        self.consolidation_state.observe(facts, frozenset(disrupting), now)
         context = MethodContext(
             facts=facts,
             catalog=catalog,
@@ -198,18 +206,31 @@ class DisruptionController(ControllerBase):
             wanted = [c for c in candidates if method.should_disrupt(c)]
             key = method.consolidation_type or method.reason
             self._metrics.eligible_nodes.labels(reason=method.reason.lower()).set(len(wanted))
-            if not wanted or self._unchanged(key, generation, wanted, now):
+            if not wanted:
+                continue
+            names = frozenset(c.claim_name for c in wanted)
+            consolidating = method.consolidation_type != ""
+            if consolidating:
+                if self.consolidation_state.is_consolidated(key, names, now):
+                    continue
+            elif self._unchanged(key, generation, names, now):
                 continue
             budgets = budget_mapping(context.facts.pools, nodes, method.reason, now)
             started = self._clock.monotonic()
+            context.incomplete = False
             command = method.compute(context, budgets, wanted)
             self._dmetrics.evaluation_duration.labels(
                 reason=method.reason.lower(), consolidation_type=method.consolidation_type
             ).observe(max(self._clock.monotonic() - started, 0.0))
             if not isinstance(command, Command):
-                self._noop[key] = (generation, frozenset(c.claim_name for c in wanted), now)
+                if not consolidating:
+                    self._noop[key] = (generation, names, now)
+                elif not context.incomplete:
+                    # held back by a budget or a timeout: it may find something next pass
+                    self.consolidation_state.mark_consolidated(key, names, now)
                 continue
             self._noop.clear()
+            self.consolidation_state.forget()
             if not command.validate:
                 return self._start(command, context)
             for candidate in command.candidates:
@@ -224,14 +245,14 @@ class DisruptionController(ControllerBase):
             return Result.after(self._config.validation_delay)
         return None
 
-    def _unchanged(self, key: str, generation: int, wanted: list[Candidate], now: datetime) -> bool:
+    def _unchanged(self, key: str, generation: int, wanted: frozenset[str], now: datetime) -> bool:
         last = self._noop.get(key)
         if last is None:
             return False
         seen_generation, seen, at = last
         return (
             seen_generation == generation
-            and seen == frozenset(c.claim_name for c in wanted)
+            and seen == wanted
             and now - at < self._config.recheck_interval
         )
 

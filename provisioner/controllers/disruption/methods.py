@@ -44,6 +44,8 @@ class MethodContext:
         now: the time of this pass.
         monotonic: seconds on a monotonic clock (the methods' timeouts).
         simulations: how many simulations this pass ran.
+        incomplete: set by a method held back by a budget or stopped by its timeout (what it
+            found, or did not, may change without the cluster changing).
     """
 
     facts: ClusterFacts
@@ -57,6 +59,7 @@ class MethodContext:
     now: datetime
     monotonic: Callable[[], float] = lambda: 0.0
     simulations: int = 0
+    incomplete: bool = False
     _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def simulate(self, candidates: Sequence[Candidate], *, keep_flavor: bool = True) -> Simulation:
@@ -130,7 +133,8 @@ def within_budgets(
 ) -> list[Candidate]:
     """The candidates, in order, that the pools' budgets let go at once.
 
-    A pool whose budget blocks a wanted candidate gets ``DisruptionBlocked``.
+    A pool whose budget blocks a wanted candidate gets ``DisruptionBlocked``; a candidate left
+    out marks the context ``incomplete``.
     """
     used: dict[str, int] = {}
     kept: list[Candidate] = []
@@ -140,7 +144,9 @@ def within_budgets(
         if used.get(pool, 0) < budgets.get(pool, 0):
             used[pool] = used.get(pool, 0) + 1
             kept.append(candidate)
-        elif budgets.get(pool, 0) == 0 and pool not in blocked:
+            continue
+        context.incomplete = True
+        if budgets.get(pool, 0) == 0 and pool not in blocked:
             blocked.add(pool)
             nodepool = pools.get(pool)
             if nodepool is not None:
