@@ -45,6 +45,7 @@ from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.methods import Method, MethodContext
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import CatalogCache
+from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.disruption.validation import validate
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.buffers import BUFFER_KIND
@@ -133,6 +134,8 @@ class DisruptionController(ControllerBase):
         self._noop: dict[str, tuple[int, frozenset[str], datetime]] = {}
         self.consolidation_state = ConsolidationState(recheck=self._config.recheck_interval)
         """Karpenter's consolidation state: when emptiness and consolidation run again."""
+        self.simulations = SimulationCache()
+        """Simulation outcomes reused while the cluster, catalog and leaving nodes are unchanged."""
         self._idle: tuple[object, datetime] | None = None
         self._failures = 0
 
@@ -142,11 +145,10 @@ class DisruptionController(ControllerBase):
         if not self._state.synced:
             return Result.after(NOT_SYNCED_REQUEUE)
         now = self._clock.now()
-        idle_key = (
-            self._state.generation,
-            len(self._queue),
-            frozenset(self._state.nominations(now)),
+        nominations = frozenset(
+            (key, n.node_claim) for key, n in self._state.nominations(now).items()
         )
+        idle_key = (self._state.generation, len(self._queue), frozenset(k for k, _ in nominations))
         if self._pending is None and self._idle is not None:
             seen, at = self._idle
             if seen == idle_key and now - at < self._config.recheck_interval:
@@ -164,6 +166,9 @@ class DisruptionController(ControllerBase):
         disrupting = self._queue.disrupting()
         leaving = {name for name, s in facts.nodes.items() if s.deleting} | disrupting
         self.consolidation_state.observe(facts, frozenset(disrupting), now)
+        self.simulations.scope(
+            (idle_key[0], nominations), catalog, frozenset(leaving), self._planner
+        )
         context = MethodContext(
             facts=facts,
             catalog=catalog,
@@ -175,6 +180,7 @@ class DisruptionController(ControllerBase):
             metrics=self._dmetrics,
             now=now,
             monotonic=self._clock.monotonic,
+            cache=self.simulations,
         )
         candidates = build_candidates(
             facts, catalog, in_flight=self._queue.in_flight, publish=self._events.publish

@@ -9,12 +9,25 @@ from datetime import timedelta
 from typing import Any
 
 from provisioner.controllers.disruption.candidates import Candidate
+from provisioner.controllers.disruption.consolidation import (
+    MultiNodeConsolidation,
+    SingleNodeConsolidation,
+)
 from provisioner.controllers.disruption.consolidationstate import ConsolidationState
 from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.methods import Method, MethodContext
+from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.kube.resource import NODE_POOLS, PODS
 from provisioner.state.cluster import ClusterState
-from tests.unit.controllers.disruption.objects import NOW, claim, node, running, state_of
+from tests.unit.controllers.disruption.objects import (
+    NOW,
+    catalog_of,
+    claim,
+    node,
+    running,
+    state_of,
+)
+from tests.unit.controllers.disruption.test_methods import context, lightly_used
 from tests.unit.controllers.disruption.world import World, nodepool, pod
 
 # -- the state on its own ----------------------------------------------------------------------
@@ -221,3 +234,41 @@ def test_consolidation_runs_again_after_five_minutes():
     assert computed(counts) == 0
     world.run(90)
     assert computed(counts) == 2
+
+
+# -- what a method leaves to the next pass ------------------------------------------------------
+
+
+def test_a_method_held_back_by_a_budget_is_incomplete():
+    ctx, candidates, _, _ = context(lightly_used(3))
+    assert MultiNodeConsolidation().compute(ctx, {"default": 3}, candidates) is not None
+    assert not ctx.incomplete
+    SingleNodeConsolidation().compute(ctx, {"default": 0}, candidates)
+    assert ctx.incomplete
+
+
+def test_simulations_are_reused_only_in_the_same_world():
+    ctx, candidates, _, _ = context(lightly_used(4))
+    cache = SimulationCache()
+    ctx.cache = cache
+    cache.scope(1, ctx.catalog, frozenset(), ctx.planner)
+    first = MultiNodeConsolidation().compute(ctx, {"default": 4}, candidates)
+    run = ctx.simulations
+    assert run >= 2
+    assert ctx.reused == 0
+    again = MultiNodeConsolidation().compute(ctx, {"default": 4}, candidates)
+    assert ctx.simulations == run  # nothing planned again
+    assert ctx.reused == run
+    assert first is not None
+    assert again is not None
+    assert [c.name for c in again.candidates] == [c.name for c in first.candidates]
+    assert again.savings == first.savings
+    for changed in (
+        (2, ctx.catalog, frozenset(), ctx.planner),  # the cluster moved
+        (2, catalog_of(ctx.facts), frozenset(), ctx.planner),  # another catalog
+        (2, ctx.catalog, frozenset({"n9"}), ctx.planner),  # a node leaving
+    ):
+        cache.scope(*changed)
+        assert len(cache) == 0
+        MultiNodeConsolidation().compute(ctx, {"default": 4}, candidates)
+        assert len(cache) > 0
