@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from bench import consolidation as bench
 from provisioner.controllers.disruption.candidates import Candidate
 from provisioner.controllers.disruption.consolidation import (
     MultiNodeConsolidation,
@@ -272,3 +273,16 @@ def test_simulations_are_reused_only_in_the_same_world():
         assert len(cache) == 0
         MultiNodeConsolidation().compute(ctx, {"default": 4}, candidates)
         assert len(cache) > 0
+
+
+def test_a_second_bench_pass_on_the_unchanged_cluster_reuses_the_first():
+    state = bench.state_of(bench.cluster(bench.Shape(nodes=60, pods_per_node=6)))
+    reuse = bench.Reuse()
+    first = bench.full_pass(state, "greedy", reuse=reuse)
+    again = bench.full_pass(state, "greedy", reuse=reuse)
+    alone = bench.full_pass(state, "greedy")
+    assert first.commands == alone.commands  # the first pass is a full pass
+    assert first.simulations == alone.simulations > 0
+    assert again.commands == first.commands
+    assert again.simulations == 0
+    assert again.reused == first.simulations
