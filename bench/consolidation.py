@@ -549,21 +549,22 @@ def full_pass(
         wanted = [c for c in prepared.candidates if method.should_disrupt(c)]
         names = frozenset(c.claim_name for c in wanted)
         consolidating = reuse is not None and method.consolidation_type != ""
+        budgets = _budgets(prepared, method)
         if (
             consolidating
             and reuse is not None
-            and reuse.consolidation.is_consolidated(name, names, NOW)
+            and reuse.consolidation.is_consolidated(name, names, budgets, NOW)
         ):
             skipped.append(name)
             continue
         began = clock()
         prepared.context.incomplete = False
-        command = method.compute(prepared.context, _budgets(prepared, method), wanted)
+        command = method.compute(prepared.context, dict(budgets), wanted)
         prepared.phases[name] = clock() - began
         if isinstance(command, Command):
             commands[name] = (len(command.candidates), len(command.replacements), command.savings)
         elif consolidating and reuse is not None and not prepared.context.incomplete:
-            reuse.consolidation.mark_consolidated(name, names, NOW)
+            reuse.consolidation.mark_consolidated(name, names, budgets, NOW)
     return PassResult(
         policy=policy,
         seconds=clock() - started,

@@ -9,6 +9,11 @@ Emptiness and multi-node and single-node consolidation remember the timestamp wh
 nothing and were not held back by a budget (``markConsolidated``), and do not run again while it
 has not moved (``IsConsolidated``).
 
+Here a method also remembers its candidates and the budgets it was given: held back by a budget,
+it is skipped only while the budgets are the same (a budget window opening, or a disruption
+ending, makes it run again), and a new candidate (``consolidateAfter`` elapsed, a PDB allowing
+an eviction again) makes it run again. A method stopped by its timeout is never skipped.
+
 :class:`ConsolidationState` derives the same signal from the disruption pass's view of the cache:
 it compares what consolidation depends on with what it saw last time. It is a little stricter
 than Karpenter (a bound pod turning terminal also counts), never looser.
@@ -29,6 +34,7 @@ RECHECK: Final = timedelta(minutes=5)
 
 _Nodes = dict[str, tuple[bool, bool, bool, bool]]
 _Pools = dict[str, tuple[object, ...]]
+_Budgets = frozenset[tuple[str, int]]
 
 
 class ConsolidationState:
@@ -47,7 +53,7 @@ class ConsolidationState:
         self._pools: _Pools | None = None
         self._overlays: Mapping[str, object] | None = None
         self._leaving: frozenset[str] = frozenset()
-        self._consolidated: dict[str, tuple[datetime, frozenset[str]]] = {}
+        self._consolidated: dict[str, tuple[datetime, frozenset[str], _Budgets]] = {}
         self.marks = 0
         """How often the state moved because the cluster changed (not counting timeouts)."""
 
@@ -112,15 +118,23 @@ class ConsolidationState:
             self.mark_unconsolidated(now)
         return changed
 
-    def is_consolidated(self, method: str, wanted: frozenset[str], now: datetime) -> bool:
-        """Whether ``method`` found nothing on this state and these candidates before."""
+    def is_consolidated(
+        self, method: str, wanted: frozenset[str], budgets: Mapping[str, int], now: datetime
+    ) -> bool:
+        """Whether ``method`` found nothing on this state, candidates and budgets before."""
         seen = self._consolidated.get(method)
-        return seen is not None and seen == (self.state(now), wanted)
+        return seen is not None and seen == (self.state(now), wanted, _frozen(budgets))
 
-    def mark_consolidated(self, method: str, wanted: frozenset[str], now: datetime) -> None:
-        """Remember that ``method`` found nothing for ``wanted`` on the current state."""
-        self._consolidated[method] = (self.state(now), wanted)
+    def mark_consolidated(
+        self, method: str, wanted: frozenset[str], budgets: Mapping[str, int], now: datetime
+    ) -> None:
+        """Remember that ``method`` found nothing for ``wanted`` and ``budgets`` on this state."""
+        self._consolidated[method] = (self.state(now), wanted, _frozen(budgets))
 
     def forget(self) -> None:
         """Forget what every method found (a command started)."""
         self._consolidated.clear()
+
+
+def _frozen(budgets: Mapping[str, int]) -> _Budgets:
+    return frozenset(budgets.items())

@@ -13,8 +13,8 @@ Every 10 s (virtual time in simulations), once the cache is synced:
    (:mod:`~provisioner.controllers.disruption.validation`); drift commands start at once.
 5. A started command goes to the queue (``disruption.queue``), and the loop runs again at once.
 
-Emptiness and consolidation that found nothing, with no budget holding them back, are not re-run
-while the cluster's consolidation state has not moved and their candidates are the same
+Emptiness and consolidation that found nothing (and did not time out) are not re-run while the
+cluster's consolidation state has not moved and their candidates and budgets are the same
 (:mod:`~provisioner.controllers.disruption.consolidationstate`: pod bindings and deletions,
 Nodes and NodeClaims coming, going, initializing or being deleted, NodePools and NodeOverlays;
 at most 5 minutes), as Karpenter's ``IsConsolidated``. Drift that found nothing is re-run when
@@ -215,25 +215,24 @@ class DisruptionController(ControllerBase):
             if not wanted:
                 continue
             names = frozenset(c.claim_name for c in wanted)
+            budgets = budget_mapping(context.facts.pools, nodes, method.reason, now)
             consolidating = method.consolidation_type != ""
             if consolidating:
-                if self.consolidation_state.is_consolidated(key, names, now):
+                if self.consolidation_state.is_consolidated(key, names, budgets, now):
                     continue
             elif self._unchanged(key, generation, names, now):
                 continue
-            budgets = budget_mapping(context.facts.pools, nodes, method.reason, now)
             started = self._clock.monotonic()
             context.incomplete = False
-            command = method.compute(context, budgets, wanted)
+            command = method.compute(context, dict(budgets), wanted)
             self._dmetrics.evaluation_duration.labels(
                 reason=method.reason.lower(), consolidation_type=method.consolidation_type
             ).observe(max(self._clock.monotonic() - started, 0.0))
             if not isinstance(command, Command):
                 if not consolidating:
                     self._noop[key] = (generation, names, now)
-                elif not context.incomplete:
-                    # held back by a budget or a timeout: it may find something next pass
-                    self.consolidation_state.mark_consolidated(key, names, now)
+                elif not context.incomplete:  # a timeout: it may find something next pass
+                    self.consolidation_state.mark_consolidated(key, names, budgets, now)
                 continue
             self._noop.clear()
             self.consolidation_state.forget()

@@ -47,8 +47,8 @@ class MethodContext:
         simulations: how many simulations this pass ran.
         cache: simulation outcomes reused while the world is unchanged (None: none).
         reused: how many simulations this pass took from the cache.
-        incomplete: set by a method held back by a budget or stopped by its timeout (what it
-            found, or did not, may change without the cluster changing).
+        incomplete: set by a method stopped by its timeout (what it did not find, it may find
+            next time without the cluster changing).
     """
 
     facts: ClusterFacts
@@ -148,8 +148,7 @@ def within_budgets(
 ) -> list[Candidate]:
     """The candidates, in order, that the pools' budgets let go at once.
 
-    A pool whose budget blocks a wanted candidate gets ``DisruptionBlocked``; a candidate left
-    out marks the context ``incomplete``.
+    A pool whose budget blocks a wanted candidate gets ``DisruptionBlocked``.
     """
     used: dict[str, int] = {}
     kept: list[Candidate] = []
@@ -159,9 +158,7 @@ def within_budgets(
         if used.get(pool, 0) < budgets.get(pool, 0):
             used[pool] = used.get(pool, 0) + 1
             kept.append(candidate)
-            continue
-        context.incomplete = True
-        if budgets.get(pool, 0) == 0 and pool not in blocked:
+        elif budgets.get(pool, 0) == 0 and pool not in blocked:
             blocked.add(pool)
             nodepool = pools.get(pool)
             if nodepool is not None:

@@ -130,10 +130,14 @@ def test_a_command_taking_a_node_moves_the_state():
 
 def test_the_state_moves_on_its_own_after_five_minutes():
     tracker = ConsolidationState()
-    tracker.mark_consolidated("multi", frozenset({"a", "b"}), NOW)
-    assert tracker.is_consolidated("multi", frozenset({"a", "b"}), NOW + timedelta(minutes=4))
-    assert not tracker.is_consolidated("multi", frozenset({"a"}), NOW + timedelta(minutes=4))
-    assert not tracker.is_consolidated("multi", frozenset({"a", "b"}), NOW + timedelta(minutes=5))
+    budgets = {"default": 1}
+    tracker.mark_consolidated("multi", frozenset({"a", "b"}), budgets, NOW)
+    later = NOW + timedelta(minutes=4)
+    assert tracker.is_consolidated("multi", frozenset({"a", "b"}), budgets, later)
+    assert not tracker.is_consolidated("multi", frozenset({"a"}), budgets, later)
+    assert not tracker.is_consolidated(
+        "multi", frozenset({"a", "b"}), budgets, NOW + timedelta(minutes=5)
+    )
 
 
 # -- the controller -----------------------------------------------------------------------------
@@ -240,12 +244,22 @@ def test_consolidation_runs_again_after_five_minutes():
 # -- what a method leaves to the next pass ------------------------------------------------------
 
 
-def test_a_method_held_back_by_a_budget_is_incomplete():
+def test_a_method_stopped_by_its_timeout_is_incomplete():
     ctx, candidates, _, _ = context(lightly_used(3))
-    assert MultiNodeConsolidation().compute(ctx, {"default": 3}, candidates) is not None
+    SingleNodeConsolidation().compute(ctx, {"default": 0}, candidates)  # held back by a budget
     assert not ctx.incomplete
-    SingleNodeConsolidation().compute(ctx, {"default": 0}, candidates)
+    ticks = iter(range(0, 10_000, 1000))
+    ctx.monotonic = lambda: float(next(ticks))
+    assert SingleNodeConsolidation().compute(ctx, {"default": 3}, candidates) is None
     assert ctx.incomplete
+
+
+def test_a_method_held_back_by_a_budget_runs_again_when_the_budget_changes():
+    tracker = ConsolidationState()
+    wanted = frozenset({"a", "b"})
+    tracker.mark_consolidated("multi", wanted, {"default": 0}, NOW)
+    assert tracker.is_consolidated("multi", wanted, {"default": 0}, NOW + timedelta(minutes=1))
+    assert not tracker.is_consolidated("multi", wanted, {"default": 1}, NOW + timedelta(minutes=1))
 
 
 def test_simulations_are_reused_only_in_the_same_world():
