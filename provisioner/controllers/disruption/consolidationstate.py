@@ -9,14 +9,15 @@ Emptiness and multi-node and single-node consolidation remember the timestamp wh
 nothing and were not held back by a budget (``markConsolidated``), and do not run again while it
 has not moved (``IsConsolidated``).
 
-Here a method also remembers its candidates and the budgets it was given: held back by a budget,
-it is skipped only while the budgets are the same (a budget window opening, or a disruption
-ending, makes it run again), and a new candidate (``consolidateAfter`` elapsed, a PDB allowing
-an eviction again) makes it run again. A method stopped by its timeout is never skipped.
+Here a method also remembers its candidates and the budgets it was given, and runs again when
+either differs (``consolidateAfter`` elapsed, a PDB allowing an eviction again, a budget window
+opening, a disruption ending). Held back by a budget, it is skipped while the budgets are the
+same (Karpenter recomputes it every pass: the budgets are the only input that differs, and they
+are compared). A method stopped by its timeout is never skipped.
 
 :class:`ConsolidationState` derives the same signal from the disruption pass's view of the cache:
-it compares what consolidation depends on with what it saw last time. It is a little stricter
-than Karpenter (a bound pod turning terminal also counts), never looser.
+it compares what consolidation depends on with what it saw last time. A bound pod turning
+terminal also counts (Karpenter waits for its deletion).
 """
 
 from __future__ import annotations
