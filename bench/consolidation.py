@@ -10,6 +10,11 @@ runs in one pass: facts, candidates, then **emptiness**, **drift**, **multi-node
 included. The same cluster is then run with ``--policy greedy`` (Karpenter-style
 first-fit-decreasing in the rescheduling simulations), the baseline.
 
+:func:`full_pass` can carry what the controller keeps between passes (:class:`Reuse`: the
+consolidation state, the simulation cache and the catalog); a second pass on the unchanged
+cluster then does what the controller's next pass would: methods that found nothing on this
+consolidation state are skipped, simulations already run are reused.
+
 :func:`converge` repeats passes, applying each pass's first command on paper (the candidates'
 nodes go, their pods land where the simulation put them), until nothing is left to do: how far
 consolidation shrinks a cluster within its budgets (aws#9207: 50 nodes at ~35 % use).
@@ -43,13 +48,15 @@ from provisioner.controllers.disruption.consolidation import (
     MultiNodeConsolidation,
     SingleNodeConsolidation,
 )
+from provisioner.controllers.disruption.consolidationstate import ConsolidationState
 from provisioner.controllers.disruption.controller import budget_nodes
 from provisioner.controllers.disruption.drift import Drift
 from provisioner.controllers.disruption.emptiness import Emptiness
 from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.methods import Method, MethodContext
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
-from provisioner.controllers.disruption.rescheduling import load_catalog
+from provisioner.controllers.disruption.rescheduling import PoolCatalog, load_catalog
+from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.event import format_time
 from provisioner.runtime.clock import FakeClock
@@ -400,6 +407,8 @@ class PassResult:
         commands: each method's command as (nodes disrupted, replacements, hourly savings);
             methods that found none are left out.
         simulations: rescheduling simulations run.
+        reused: simulations taken from the simulation cache instead.
+        skipped: methods not run (they found nothing on this consolidation state).
         nodes: nodes in the cluster; candidates: of them, disruptable.
         cost: the candidates' hourly cost.
     """
@@ -413,6 +422,8 @@ class PassResult:
     nodes: int
     candidates: int
     cost: float = 0.0
+    reused: int = 0
+    skipped: tuple[str, ...] = ()
 
     @property
     def savings(self) -> float:
@@ -442,36 +453,61 @@ class _Pass:
     phases: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class Reuse:
+    """What the controller keeps from one pass to the next.
+
+    Attributes:
+        consolidation: the consolidation state (methods that found nothing are skipped).
+        simulations: the simulation cache.
+        catalog: the catalog (the controller's is reused for a minute).
+    """
+
+    consolidation: ConsolidationState = field(default_factory=ConsolidationState)
+    simulations: SimulationCache = field(default_factory=SimulationCache)
+    catalog: PoolCatalog | None = None
+
+
 def _prepare(
     state: ClusterState,
     policy: Policy,
     config: DisruptionConfig,
     clock: Callable[[], float],
+    reuse: Reuse | None = None,
 ) -> _Pass:
     log = structlog.get_logger()
     started = clock()
     facts = ClusterFacts.build(state.snapshot(NOW), NOW, config.non_preemptible_priority_classes)
-    catalog = load_catalog(
-        facts, FakeCloudProvider(instance_types=instance_types()), region="", log=log
-    )
+    catalog = reuse.catalog if reuse is not None else None
+    if catalog is None:
+        catalog = load_catalog(
+            facts, FakeCloudProvider(instance_types=instance_types()), region="", log=log
+        )
     facts_done = clock()
+    planner = PlannerConfig(
+        policy=policy,
+        time_limit_seconds=config.simulation_time_limit_seconds,
+        num_workers=1,
+        random_seed=1,
+        deterministic_time=True,
+    )
+    leaving = frozenset(n for n, s in facts.nodes.items() if s.deleting)
+    if reuse is not None:
+        reuse.catalog = catalog
+        reuse.consolidation.observe(facts, frozenset(), NOW)
+        reuse.simulations.scope((state.generation, ()), catalog, leaving, planner)
     context = MethodContext(
         facts=facts,
         catalog=catalog,
         config=config,
-        planner=PlannerConfig(
-            policy=policy,
-            time_limit_seconds=config.simulation_time_limit_seconds,
-            num_workers=1,
-            random_seed=1,
-            deterministic_time=True,
-        ),
-        leaving=frozenset(n for n, s in facts.nodes.items() if s.deleting),
+        planner=planner,
+        leaving=leaving,
         publish=lambda _event: None,
         log=log,
         metrics=DisruptionMetrics(CollectorRegistry()),
         now=NOW,
         monotonic=clock,
+        cache=reuse.simulations if reuse is not None else None,
     )
     candidates = build_candidates(facts, catalog, in_flight=lambda _name: False)
     cost = sum(c.price for c in candidates)
@@ -494,21 +530,41 @@ def full_pass(
     *,
     config: DisruptionConfig | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    reuse: Reuse | None = None,
 ) -> PassResult:
-    """Every method of one disruption pass on ``state`` (each computes its command)."""
+    """Every method of one disruption pass on ``state`` (each computes its command).
+
+    With ``reuse`` the pass keeps and uses what the controller keeps between passes: a method
+    that found nothing on an unchanged consolidation state (and was not held back by a budget
+    or a timeout) is skipped, and simulations already run in the same world are reused.
+    """
     config = config or DisruptionConfig()
     started = clock()
     cpu_started = time.process_time()
-    prepared = _prepare(state, policy, config, clock)
+    prepared = _prepare(state, policy, config, clock, reuse)
     commands: dict[str, tuple[int, int, float]] = {}
+    skipped: list[str] = []
     for method in _methods():
         name = method.consolidation_type or method.reason.lower()
         wanted = [c for c in prepared.candidates if method.should_disrupt(c)]
+        names = frozenset(c.claim_name for c in wanted)
+        consolidating = reuse is not None and method.consolidation_type != ""
+        budgets = _budgets(prepared, method)
+        if (
+            consolidating
+            and reuse is not None
+            and reuse.consolidation.is_consolidated(name, names, budgets, NOW)
+        ):
+            skipped.append(name)
+            continue
         began = clock()
-        command = method.compute(prepared.context, _budgets(prepared, method), wanted)
+        prepared.context.incomplete = False
+        command = method.compute(prepared.context, dict(budgets), wanted)
         prepared.phases[name] = clock() - began
         if isinstance(command, Command):
             commands[name] = (len(command.candidates), len(command.replacements), command.savings)
+        elif consolidating and reuse is not None and not prepared.context.incomplete:
+            reuse.consolidation.mark_consolidated(name, names, budgets, NOW)
     return PassResult(
         policy=policy,
         seconds=clock() - started,
@@ -519,6 +575,8 @@ def full_pass(
         nodes=len(prepared.context.facts.nodes),
         candidates=len(prepared.candidates),
         cost=prepared.cost,
+        reused=prepared.context.reused,
+        skipped=tuple(skipped),
     )
 
 
@@ -664,12 +722,14 @@ def _iter_sizes(text: str) -> Iterator[int]:
 
 @dataclass(slots=True)
 class Row:
-    """One cluster size: Jointer's pass and the Karpenter-style pass."""
+    """One cluster size: Jointer's pass, Jointer's second pass on the unchanged cluster and the
+    Karpenter-style pass."""
 
     nodes: int
     pods: int
     jointer: PassResult
     greedy: PassResult
+    again: PassResult | None = None
     peak_rss_mib: float = 0.0
 
     @property
@@ -695,9 +755,12 @@ def run_size(nodes: int, pods_per_node: int = 10) -> Row:
     pods = sum(1 for o in objects if o["kind"] == "Pod")
     state = state_of(objects)
     del objects
-    jointer = full_pass(state, "jointer")
+    reuse = Reuse()
+    jointer = full_pass(state, "jointer", reuse=reuse)
+    again = full_pass(state, "jointer", reuse=reuse)
+    del reuse
     greedy = full_pass(state, "greedy")
-    return Row(nodes, pods, jointer, greedy)
+    return Row(nodes, pods, jointer, greedy, again)
 
 
 PASS_TARGETS = {2000: 10.0, 5000: 30.0}
@@ -721,22 +784,31 @@ def section(rows: Sequence[Row], shrink: tuple[Convergence, Convergence] | None)
             "and Karpenter's cap of 100 multi-node candidates) on the same cluster in the same "
             "process. Savings are hourly; `consolidation` counts multi-node and single-node "
             "(emptiness and drift do the same under both policies). Each size runs in its own "
-            "forked process; peak RSS is its maximum resident size."
+            "forked process; peak RSS is its maximum resident size. `unchanged 2nd pass` is "
+            "Jointer's pass run again on the same cluster with what the controller keeps "
+            "between passes: methods that found nothing on an unchanged consolidation state "
+            "are skipped and simulations already run are reused (facts and candidates are "
+            "built again)."
         ),
         "",
         (
-            "| nodes | pods | pass s (CPU s) | target s | multi s | simulations "
+            "| nodes | pods | pass s (CPU s) | target s | unchanged 2nd pass s (CPU s) "
+            "| multi s | simulations "
             "| savings (K-style) | consolidation savings (K-style) | consolidation ratio "
             "| nodes removed (K-style) | K-style pass s (CPU s) | peak RSS MiB |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         j, g = row.jointer, row.greedy
         target = PASS_TARGETS.get(row.nodes)
+        again = (
+            "-" if row.again is None else f"{row.again.seconds:.2f} ({row.again.cpu_seconds:.2f})"
+        )
         lines.append(
             f"| {row.nodes} | {row.pods} | {j.seconds:.2f} ({j.cpu_seconds:.2f}) | "
-            f"{'-' if target is None else f'{target:g}'} | {j.phases.get('multi', 0):.2f} | "
+            f"{'-' if target is None else f'{target:g}'} | {again} | "
+            f"{j.phases.get('multi', 0):.2f} | "
             f"{j.simulations} | {j.savings:.2f} ({g.savings:.2f}) | "
             f"{j.consolidation_savings:.2f} ({g.consolidation_savings:.2f}) | "
             f"{row.consolidation_ratio:.2f} | {j.removed} ({g.removed}) | "
@@ -751,6 +823,17 @@ def section(rows: Sequence[Row], shrink: tuple[Convergence, Convergence] | None)
         lines.append(
             "- Pass time targets (10 s at 2,000 nodes, 30 s at 5,000): "
             f"wall {'hold' if wall else 'MISSED'}, CPU time {'hold' if cpu else 'MISSED'}."
+        )
+    seconds = [(r.nodes, r.again) for r in rows if r.again is not None]
+    if seconds:
+        lines.append(
+            "- Second pass on the unchanged cluster: "
+            + ", ".join(
+                f"{nodes} nodes {second.cpu_seconds:.2f} CPU s "
+                f"({second.reused} simulations reused, {second.simulations} run)"
+                for nodes, second in seconds
+            )
+            + "."
         )
     if rows:
         lines.append(
@@ -809,6 +892,8 @@ def report(sizes: Sequence[int] = (500, 2000, 5000), *, shrink: bool = True) -> 
             f"(cpu {row.jointer.cpu_seconds:.2f}s) "
             f"{ {k: round(v, 2) for k, v in row.jointer.phases.items()} } savings "
             f"{row.jointer.savings:.2f} vs greedy {row.greedy.savings:.2f} "
+            f"2nd pass {row.again.seconds if row.again else 0:.2f}s "
+            f"(cpu {row.again.cpu_seconds if row.again else 0:.2f}s) "
             f"(pass {row.greedy.seconds:.2f}s) peak rss {row.peak_rss_mib:.0f}MiB\n"
         )
     converged = None

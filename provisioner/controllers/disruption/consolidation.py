@@ -235,6 +235,7 @@ class SingleNodeConsolidation:
                     consolidation_type=self.consolidation_type
                 ).inc()
                 context.log.debug("abandoning single-node consolidation due to timeout")
+                context.incomplete = True
                 return None
             if not within_budgets(context, [candidate], budgets, self.reason, context.facts.pools):
                 continue

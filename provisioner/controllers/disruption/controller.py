@@ -13,8 +13,12 @@ Every 10 s (virtual time in simulations), once the cache is synced:
    (:mod:`~provisioner.controllers.disruption.validation`); drift commands start at once.
 5. A started command goes to the queue (``disruption.queue``), and the loop runs again at once.
 
-A method that found nothing is not re-run on an unchanged cluster (same cache generation, same
-candidates) until 5 minutes have passed, as Karpenter skips consolidation on unchanged state.
+Emptiness and consolidation that found nothing (and did not time out) are not re-run while the
+cluster's consolidation state has not moved and their candidates and budgets are the same
+(:mod:`~provisioner.controllers.disruption.consolidationstate`: pod bindings and deletions,
+Nodes and NodeClaims coming, going, initializing or being deleted, NodePools and NodeOverlays;
+at most 5 minutes), as Karpenter's ``IsConsolidated``. Drift that found nothing is re-run when
+anything in the cache changed or after 5 minutes.
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from provisioner.controllers.disruption.consolidation import (
     MultiNodeConsolidation,
     SingleNodeConsolidation,
 )
+from provisioner.controllers.disruption.consolidationstate import ConsolidationState
 from provisioner.controllers.disruption.drift import Drift
 from provisioner.controllers.disruption.emptiness import Emptiness
 from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.methods import Method, MethodContext
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import CatalogCache
+from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.disruption.validation import validate
 from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.buffers import BUFFER_KIND
@@ -126,6 +132,10 @@ class DisruptionController(ControllerBase):
         self._catalogs = CatalogCache(self._cloud, region=region, ttl=self._config.catalog_ttl)
         self._pending: _Pending | None = None
         self._noop: dict[str, tuple[int, frozenset[str], datetime]] = {}
+        self.consolidation_state = ConsolidationState(recheck=self._config.recheck_interval)
+        """Karpenter's consolidation state: when emptiness and consolidation run again."""
+        self.simulations = SimulationCache()
+        """Simulation outcomes reused while the cluster, catalog and leaving nodes are unchanged."""
         self._idle: tuple[object, datetime] | None = None
         self._failures = 0
 
@@ -135,11 +145,10 @@ class DisruptionController(ControllerBase):
         if not self._state.synced:
             return Result.after(NOT_SYNCED_REQUEUE)
         now = self._clock.now()
-        idle_key = (
-            self._state.generation,
-            len(self._queue),
-            frozenset(self._state.nominations(now)),
+        nominations = frozenset(
+            (key, n.node_claim) for key, n in self._state.nominations(now).items()
         )
+        idle_key = (self._state.generation, len(self._queue), frozenset(k for k, _ in nominations))
         if self._pending is None and self._idle is not None:
             seen, at = self._idle
             if seen == idle_key and now - at < self._config.recheck_interval:
@@ -156,6 +165,10 @@ class DisruptionController(ControllerBase):
         catalog = self._catalogs.get(facts, self._log)
         disrupting = self._queue.disrupting()
         leaving = {name for name, s in facts.nodes.items() if s.deleting} | disrupting
+        self.consolidation_state.observe(facts, frozenset(disrupting), now)
+        self.simulations.scope(
+            (idle_key[0], nominations), catalog, frozenset(leaving), self._planner
+        )
         context = MethodContext(
             facts=facts,
             catalog=catalog,
@@ -167,6 +180,7 @@ class DisruptionController(ControllerBase):
             metrics=self._dmetrics,
             now=now,
             monotonic=self._clock.monotonic,
+            cache=self.simulations,
         )
         candidates = build_candidates(
             facts, catalog, in_flight=self._queue.in_flight, publish=self._events.publish
@@ -198,18 +212,30 @@ class DisruptionController(ControllerBase):
             wanted = [c for c in candidates if method.should_disrupt(c)]
             key = method.consolidation_type or method.reason
             self._metrics.eligible_nodes.labels(reason=method.reason.lower()).set(len(wanted))
-            if not wanted or self._unchanged(key, generation, wanted, now):
+            if not wanted:
                 continue
+            names = frozenset(c.claim_name for c in wanted)
             budgets = budget_mapping(context.facts.pools, nodes, method.reason, now)
+            consolidating = method.consolidation_type != ""
+            if consolidating:
+                if self.consolidation_state.is_consolidated(key, names, budgets, now):
+                    continue
+            elif self._unchanged(key, generation, names, now):
+                continue
             started = self._clock.monotonic()
-            command = method.compute(context, budgets, wanted)
+            context.incomplete = False
+            command = method.compute(context, dict(budgets), wanted)
             self._dmetrics.evaluation_duration.labels(
                 reason=method.reason.lower(), consolidation_type=method.consolidation_type
             ).observe(max(self._clock.monotonic() - started, 0.0))
             if not isinstance(command, Command):
-                self._noop[key] = (generation, frozenset(c.claim_name for c in wanted), now)
+                if not consolidating:
+                    self._noop[key] = (generation, names, now)
+                elif not context.incomplete:  # a timeout: it may find something next pass
+                    self.consolidation_state.mark_consolidated(key, names, budgets, now)
                 continue
             self._noop.clear()
+            self.consolidation_state.forget()
             if not command.validate:
                 return self._start(command, context)
             for candidate in command.candidates:
@@ -224,14 +250,14 @@ class DisruptionController(ControllerBase):
             return Result.after(self._config.validation_delay)
         return None
 
-    def _unchanged(self, key: str, generation: int, wanted: list[Candidate], now: datetime) -> bool:
+    def _unchanged(self, key: str, generation: int, wanted: frozenset[str], now: datetime) -> bool:
         last = self._noop.get(key)
         if last is None:
             return False
         seen_generation, seen, at = last
         return (
             seen_generation == generation
-            and seen == frozenset(c.claim_name for c in wanted)
+            and seen == wanted
             and now - at < self._config.recheck_interval
         )
 

@@ -22,6 +22,7 @@ from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.disruption.facts import ClusterFacts, is_reschedulable
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import PoolCatalog, Simulation, simulate
+from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.events import Event
 from provisioner.controllers.provisioning.planner import PlannerConfig
 
@@ -44,6 +45,10 @@ class MethodContext:
         now: the time of this pass.
         monotonic: seconds on a monotonic clock (the methods' timeouts).
         simulations: how many simulations this pass ran.
+        cache: simulation outcomes reused while the world is unchanged (None: none).
+        reused: how many simulations this pass took from the cache.
+        incomplete: set by a method stopped by its timeout (what it did not find, it may find
+            next time without the cluster changing).
     """
 
     facts: ClusterFacts
@@ -57,15 +62,25 @@ class MethodContext:
     now: datetime
     monotonic: Callable[[], float] = lambda: 0.0
     simulations: int = 0
+    cache: SimulationCache | None = None
+    reused: int = 0
+    incomplete: bool = False
     _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def simulate(self, candidates: Sequence[Candidate], *, keep_flavor: bool = True) -> Simulation:
         """Move the candidates' pods (and their gangs' other members) elsewhere, on paper.
 
         With ``keep_flavor`` (consolidation) llmaz model pods keep their flavor or a better one.
+        The same simulation in an unchanged world is taken from ``cache``.
         """
+        key = (frozenset(c.claim_name for c in candidates), keep_flavor)
+        if self.cache is not None:
+            known = self.cache.get(key)
+            if known is not None:
+                self.reused += 1
+                return known
         self.simulations += 1
-        return simulate(
+        simulation = simulate(
             self.facts,
             self.catalog,
             [c.state for c in candidates],
@@ -74,6 +89,9 @@ class MethodContext:
             moving=gang_pods(candidates, self.facts),
             keep_flavor=keep_flavor,
         )
+        if self.cache is not None:
+            self.cache.put(key, simulation)
+        return simulation
 
     def pool_totals(self, pool: str) -> tuple[float, float]:
         """The pool's hourly cost and disruption cost (Balanced consolidation's denominators)."""
