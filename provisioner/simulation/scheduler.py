@@ -287,10 +287,10 @@ class Scheduler:
     def run_pass(self) -> None:
         """Bind every pending pod that fits; mark the others Unschedulable."""
         self.passes += 1
-        pods = self._kube.list(PODS).items
+        pods = self._kube.view(PODS)
         if self._reconcile_reservations(pods):
-            pods = self._kube.list(PODS).items
-        classes, default = _priority_classes(self._kube.list(PRIORITY_CLASSES).items)
+            pods = self._kube.view(PODS)
+        classes, default = _priority_classes(self._kube.view(PRIORITY_CLASSES))
         pending = sorted(
             (
                 p
@@ -340,7 +340,7 @@ class Scheduler:
                 self._schedule_group(ref, groups[ref.group_id], pods, context, state)
         if self._shared_bound:
             self._shared_bound = False
-            self._reconcile_reservations(self._kube.list(PODS).items)
+            self._reconcile_reservations(self._kube.view(PODS))
 
     def _state(self, pods: Sequence[JsonObject]) -> _Pass:
         used: dict[str, dict[str, int]] = {}
@@ -352,7 +352,7 @@ class Scheduler:
                 if is_reservation(pod) or self._pod_facts(pod).fractional:
                     on_node.setdefault(str(node), []).append(pod)
         rooms = []
-        for node in self._kube.list(NODES).items:
+        for node in self._kube.view(NODES):
             spec = node.get("spec") or {}
             if is_deleting(node) or spec.get("unschedulable") or not condition_true(node, "Ready"):
                 continue
@@ -379,7 +379,7 @@ class Scheduler:
             )
         state = _Pass(nodes=rooms, by_name={r.name: r for r in rooms})
         if self._nominated:
-            for claim in self._kube.list(NODE_CLAIMS).items:
+            for claim in self._kube.view(NODE_CLAIMS):
                 node_name = (claim.get("status") or {}).get("nodeName")
                 if node_name:
                     state.claims_to_nodes[name_of(claim)] = str(node_name)
@@ -470,7 +470,7 @@ class Scheduler:
     def _context(self, pods: Sequence[JsonObject]) -> ProvisioningContext | None:
         objects: list[Mapping[str, Any]] = list(pods)
         for resource in [*self._group_resources(), PRIORITY_CLASSES]:
-            objects.extend(self._kube.list(resource).items)
+            objects.extend(self._kube.view(resource))
         try:
             return build_context(objects)
         except ApiValidationError:
@@ -517,7 +517,7 @@ class Scheduler:
 
     def _why_not(self, pod: Mapping[str, Any], state: _Pass) -> str:
         facts = self._pod_facts(pod)
-        total = len(self._kube.list(NODES).items)
+        total = len(self._kube.view(NODES))
         if facts.error is not None:
             return f"0/{total} nodes are available: {facts.error}"
         taints = selectors = resources = 0

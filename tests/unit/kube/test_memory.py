@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from typing import Any
 
@@ -445,6 +447,53 @@ def test_returned_objects_are_copies(kube):
     created = kube.create(NODES, {"metadata": {"name": "n1"}})
     created["metadata"]["labels"] = {"mutated": "yes"}
     assert "labels" not in kube.get(NODES, "n1")["metadata"]
+
+
+def test_no_returned_or_delivered_object_can_change_what_is_stored(kube):
+    body = pod("p", node="n1")
+    events = []
+    kube.subscribe(lambda resource, event: events.append(event.object))
+    created = kube.create(PODS, body)
+    patched = kube.merge_patch(PODS, "p", {"metadata": {"labels": {"v": "2"}}}, namespace="default")
+    body["metadata"]["labels"]["app"] = "body"
+    for obj in (created, patched, kube.get(PODS, "p", namespace="default"), *events):
+        obj["metadata"]["labels"]["app"] = "caller"
+        obj["spec"]["containers"].append({"name": "x"})
+        obj["status"]["conditions"][0]["status"] = "False"
+    for obj in [*kube.list(PODS).items, *kube.view(PODS)]:
+        assert obj["metadata"]["labels"] == {"app": "web", "v": "2"}
+        assert obj["spec"]["containers"] == [{"name": "c", "image": "i"}]
+        assert obj["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+
+
+def test_view_shares_the_stored_objects_frozen(kube):
+    kube.create(PODS, pod("a", labels={"app": "web"}))
+    kube.create(PODS, pod("b", labels={"app": "db"}, node="n1"))
+    [viewed] = kube.view(PODS, label_selector="app=db")
+    assert viewed is kube.view(PODS, field_selector="spec.nodeName=n1")[0]
+    assert viewed == kube.get(PODS, "b", namespace="default")
+    assert isinstance(viewed, dict) and isinstance(viewed["spec"]["containers"], list)
+    changes = [
+        lambda: viewed.__setitem__("spec", {}),
+        lambda: viewed["metadata"].update(name="x"),
+        lambda: viewed["metadata"].setdefault("annotations", {}),
+        lambda: viewed["metadata"]["labels"].pop("app"),
+        lambda: viewed.__delitem__("status"),
+        lambda: viewed["spec"]["containers"].append({}),
+        lambda: viewed["spec"]["containers"][0].clear(),
+        lambda: viewed["status"]["conditions"].__setitem__(0, {}),
+        lambda: viewed["status"]["conditions"].sort(),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert kube.get(PODS, "b", namespace="default")["metadata"]["labels"] == {"app": "db"}
+    thawed = copy.deepcopy(viewed)
+    thawed["metadata"]["labels"]["app"] = "mine"  # a copy is plain and mutable
+    assert type(thawed) is dict and type(thawed["spec"]["containers"]) is list
+    assert json.loads(json.dumps(viewed)) == kube.get(PODS, "b", namespace="default")
+    assert [c.verb for c in kube.calls][-1] == "get"
+    assert kube.view(PODS, namespace="other") == []
 
 
 def test_in_memory_kube_satisfies_the_protocol(kube):
