@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, NoReturn, SupportsIndex
+from typing import Any, Final, NoReturn, SupportsIndex, TypeVar, cast
 
 from provisioner.apis.core import is_terminal
 from provisioner.kube.bulk import copy_json
@@ -90,6 +90,8 @@ _IMMUTABLE_METADATA: Final = (
 )
 
 _Key = tuple[str, str]
+_Objects = list[JsonObject]
+T = TypeVar("T")
 _ATOMS: Final = frozenset({str, int, float, bool, type(None)})
 _READ_ONLY: Final = "stored API objects are read-only: change a copy (thaw) instead"
 
@@ -99,7 +101,7 @@ class FrozenDict(dict[str, Any]):
 
     __slots__ = ()
 
-    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:  # noqa: ARG002 - any call
         raise TypeError(_READ_ONLY)
 
     def __setitem__(self, key: str, value: Any) -> NoReturn:
@@ -108,7 +110,7 @@ class FrozenDict(dict[str, Any]):
     def __delitem__(self, key: str) -> NoReturn:
         self._refuse(key)
 
-    def __ior__(self, other: object) -> NoReturn:  # type: ignore[misc,override]
+    def __ior__(self, other: object) -> NoReturn:  # type: ignore[misc]
         self._refuse(other)
 
     clear = _refuse
@@ -121,7 +123,7 @@ class FrozenDict(dict[str, Any]):
         return dict(self)
 
     def __deepcopy__(self, memo: object) -> dict[str, Any]:
-        return thaw(self)
+        return _thaw(self)  # type: ignore[no-any-return]
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dict, (thaw(self),))
@@ -132,7 +134,7 @@ class FrozenList(list[Any]):
 
     __slots__ = ()
 
-    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:  # noqa: ARG002 - any call
         raise TypeError(_READ_ONLY)
 
     def __setitem__(self, index: SupportsIndex | slice, value: Any) -> NoReturn:
@@ -141,10 +143,10 @@ class FrozenList(list[Any]):
     def __delitem__(self, index: SupportsIndex | slice) -> NoReturn:
         self._refuse(index)
 
-    def __iadd__(self, other: object) -> NoReturn:  # type: ignore[misc,override]
+    def __iadd__(self, other: object) -> NoReturn:  # type: ignore[misc]
         self._refuse(other)
 
-    def __imul__(self, other: object) -> NoReturn:  # type: ignore[misc,override]
+    def __imul__(self, other: object) -> NoReturn:
         self._refuse(other)
 
     append = _refuse
@@ -182,13 +184,17 @@ def freeze(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def thaw(value: Any) -> Any:
+def thaw(value: T) -> T:
     """A plain, mutable deep copy of decoded JSON, frozen or not."""
+    return cast("T", _thaw(value))
+
+
+def _thaw(value: Any) -> Any:
     cls = value.__class__
     if cls is dict or cls is FrozenDict:
-        return {k: v if v.__class__ in _ATOMS else thaw(v) for k, v in value.items()}
+        return {k: v if v.__class__ in _ATOMS else _thaw(v) for k, v in value.items()}
     if cls is list or cls is FrozenList:
-        return [v if v.__class__ in _ATOMS else thaw(v) for v in value]
+        return [v if v.__class__ in _ATOMS else _thaw(v) for v in value]
     if cls in _ATOMS:
         return value
     return copy_json(value)
@@ -353,7 +359,7 @@ class InMemoryKube:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[JsonObject]:
+    ) -> _Objects:
         """What `list` returns, without copying: the stored objects themselves, frozen.
 
         For the simulation's own components that read the whole cluster often; any attempt to
@@ -371,7 +377,7 @@ class InMemoryKube:
         namespace: str | None,
         labels: LabelSelector,
         fields: FieldSelector,
-    ) -> list[JsonObject]:
+    ) -> _Objects:
         return [
             obj
             for (ns, _), obj in sorted(self._objects.get(resource, {}).items())

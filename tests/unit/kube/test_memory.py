@@ -480,9 +480,9 @@ def test_view_shares_the_stored_objects_frozen(kube):
         lambda: viewed["metadata"]["labels"].pop("app"),
         lambda: viewed.__delitem__("status"),
         lambda: viewed["spec"]["containers"].append({}),
-        lambda: viewed["spec"]["containers"][0].clear(),
+        viewed["spec"]["containers"][0].clear,
         lambda: viewed["status"]["conditions"].__setitem__(0, {}),
-        lambda: viewed["status"]["conditions"].sort(),
+        viewed["status"]["conditions"].sort,
     ]
     for change in changes:
         with pytest.raises(TypeError, match="read-only"):
