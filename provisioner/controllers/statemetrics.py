@@ -357,6 +357,7 @@ class PodMetricsController:
         self._metrics = metrics
         self._store = GaugeStore()
         self._seen: int | None = None
+        self._labels: dict[str, tuple[Pod, Node | None, dict[str, str]]] = {}
 
     @property
     def name(self) -> str:
@@ -371,13 +372,16 @@ class PodMetricsController:
             self._seen = generation
             nodes = {n.metadata.name: n for n in self._state.nodes()}
             gauge = self._metrics.pods_state
+            labels: dict[str, tuple[Pod, Node | None, dict[str, str]]] = {}
+            for pod in self._state.pods():
+                node = nodes.get(pod.spec.node_name)
+                known = self._labels.get(pod.key)
+                if known is None or known[0] is not pod or known[1] is not node:
+                    known = (pod, node, pod_state_labels(pod, node))
+                labels[pod.key] = known
+            self._labels = labels
             self._store.replace_all(
-                {
-                    pod.key: [
-                        _Sample(gauge, pod_state_labels(pod, nodes.get(pod.spec.node_name)), 1)
-                    ]
-                    for pod in self._state.pods()
-                }
+                {key: [_Sample(gauge, item[2], 1)] for key, item in labels.items()}
             )
         return Result.after(POD_METRICS_INTERVAL)
 

@@ -280,7 +280,7 @@ class InMemoryKube:
         self._rv = 0
         self._uids = 0
         self._generated_names = 0
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: list[tuple[Subscriber, bool]] = []
         self._pending: deque[tuple[Resource, WatchEvent]] = deque()
         self._dispatching = False
         self._faults: list[_Fault] = []
@@ -288,19 +288,21 @@ class InMemoryKube:
 
     # -- test and simulation hooks ---------------------------------------------------------
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+    def subscribe(self, callback: Subscriber, *, frozen: bool = False) -> Callable[[], None]:
         """Call `callback(resource, event)` after every change, in order, on the changing thread.
 
         Deliveries are not re-entrant: changes made by a callback are delivered after it
-        returns. Returns a function that unsubscribes.
+        returns. Each callback gets its own copy of the object, or, with `frozen`, the stored
+        snapshot itself (read-only, not copied). Returns a function that unsubscribes.
         """
+        entry = (callback, frozen)
         with self._lock:
-            self._subscribers.append(callback)
+            self._subscribers.append(entry)
 
         def unsubscribe() -> None:
             with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
 
         return unsubscribe
 
@@ -793,8 +795,9 @@ class InMemoryKube:
                         return
                     resource, event = self._pending.popleft()
                     subscribers = list(self._subscribers)
-                for subscriber in subscribers:
-                    subscriber(resource, WatchEvent(event.type, thaw(event.object)))
+                for subscriber, frozen in subscribers:
+                    delivered = event.object if frozen else thaw(event.object)
+                    subscriber(resource, WatchEvent(event.type, delivered))
         finally:
             with self._lock:
                 self._dispatching = False

@@ -630,7 +630,7 @@ class Chaos:
 
         world.account.after_launch = after_launch
         world.recorder.on_evicted.append(self._after_eviction)
-        world.kube.subscribe(self._observe_change)
+        world.kube.subscribe(self._observe_change, frozen=True)
         for index, fault in enumerate(self.faults):
             world.timeline.schedule(
                 fault.at, self._injector(fault), key=("chaos", fault.kind, index)

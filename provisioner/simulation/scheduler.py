@@ -38,6 +38,7 @@ A pod that cannot be bound gets ``PodScheduled=False, reason=Unschedulable`` (an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -245,6 +246,7 @@ class Scheduler:
         self._group_resources = group_resources
         self._facts: dict[str, _PodFacts] = {}
         self._models: dict[str, Pod | None] = {}
+        self._current: dict[str, tuple[str, Pod | None]] = {}
         self._nominated: dict[str, str] = {}
         self._reported: set[str] = set()
         self._shared_bound = False
@@ -261,6 +263,7 @@ class Scheduler:
             uid = uid_of(obj)
             self._facts.pop(uid, None)
             self._models.pop(uid, None)
+            self._current.pop(uid, None)
             self._nominated.pop(uid, None)
             self._reported.discard(uid)
         if resource in {PODS, NODES, NODE_CLAIMS} or resource in set(self._group_resources()):
@@ -468,13 +471,35 @@ class Scheduler:
         return detect_group(model) if model is not None else None
 
     def _context(self, pods: Sequence[JsonObject]) -> ProvisioningContext | None:
-        objects: list[Mapping[str, Any]] = list(pods)
+        """What ``build_context`` makes of the pods and pod-group objects (None: malformed).
+
+        Each pod version is parsed once (by uid and resourceVersion), not once per pass.
+        """
+        models = []
+        for pod in pods:
+            model = self._current_model(pod)
+            if model is None:
+                return None
+            models.append(model)
+        objects: list[Mapping[str, Any]] = []
         for resource in [*self._group_resources(), PRIORITY_CLASSES]:
             objects.extend(self._kube.view(resource))
         try:
-            return build_context(objects)
+            context = build_context(objects)
         except ApiValidationError:
             return None
+        return dataclasses.replace(context, pods=tuple({m.key: m for m in models}.values()))
+
+    def _current_model(self, pod: Mapping[str, Any]) -> Pod | None:
+        uid, version = uid_of(pod), str((pod.get("metadata") or {}).get("resourceVersion"))
+        cached = self._current.get(uid)
+        if cached is None or cached[0] != version:
+            try:
+                cached = (version, parse_object(Pod, pod, kind="Pod"))
+            except ApiValidationError:
+                cached = (version, None)
+            self._current[uid] = cached
+        return cached[1]
 
     def _candidates(self, pod: Mapping[str, Any], state: _Pass) -> list[_NodeRoom]:
         nominated = self._nominated.get(uid_of(pod))

@@ -112,6 +112,7 @@ class Workloads:
         self._timeline = timeline
         self._kube = kube
         self._rng = rng
+        self._index: tuple[Sequence[JsonObject], dict[str | None, list[JsonObject]]] | None = None
         self.pods_created = 0
 
     def observe(self, resource: Resource, event: WatchEvent) -> None:
@@ -216,8 +217,14 @@ class Workloads:
         self.pods_created += 1
 
     def _owned(self, owner: Mapping[str, Any], pods: Sequence[JsonObject]) -> list[JsonObject]:
-        uid = uid_of(owner)
-        return [p for p in pods if (_owner(p) or {}).get("uid") == uid]
+        """The pods ``owner`` controls, in ``pods``' order (indexed once per list of pods)."""
+        if self._index is None or self._index[0] is not pods:
+            index: dict[str | None, list[JsonObject]] = {}
+            for pod in pods:
+                uid = (_owner(pod) or {}).get("uid")
+                index.setdefault(uid if isinstance(uid, str) else None, []).append(pod)
+            self._index = (pods, index)
+        return list(self._index[1].get(uid_of(owner), ()))
 
     # -- controllers -------------------------------------------------------------------------
 

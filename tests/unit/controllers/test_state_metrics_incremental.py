@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from provisioner.apis.core import Node, Pod
 from provisioner.controllers import statemetrics
 from provisioner.controllers.metrics import Metrics
-from provisioner.controllers.statemetrics import NodeMetricsController
+from provisioner.controllers.statemetrics import NodeMetricsController, PodMetricsController
 from provisioner.runtime.clock import FakeClock
 from provisioner.runtime.reconciler import Request
 from provisioner.scheduling.resources import requests_of
@@ -149,3 +149,67 @@ def test_node_gauges_are_incremental_and_equal_a_fresh_computation(
     controller.reconcile(Request())
     assert gauges(registry) == fresh(state, clock)
     assert not [key for key in gauges(registry) if ("node_name", "a") in key[1]]
+
+
+class PodState:
+    """The part of the cluster state ``metrics.pod`` reads."""
+
+    def __init__(self, nodes: list[Node], pods: list[Pod]) -> None:
+        self.generation, self._nodes, self._pods = 1, nodes, pods
+
+    def nodes(self) -> list[Node]:
+        return list(self._nodes)
+
+    def pods(self) -> list[Pod]:
+        return list(self._pods)
+
+    def change(self, nodes: list[Node], pods: list[Pod]) -> None:
+        self.generation, self._nodes, self._pods = self.generation + 1, nodes, pods
+
+
+def pod_gauges(state: PodState) -> set[tuple[tuple[str, str], ...]]:
+    registry = CollectorRegistry()
+    controller = PodMetricsController(state=state, metrics=Metrics(registry))  # type: ignore[arg-type]
+    controller.reconcile(Request())
+    return series(registry)
+
+
+def series(registry: CollectorRegistry) -> set[tuple[tuple[str, str], ...]]:
+    return {
+        tuple(sorted(s.labels.items()))
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "karpenter_pods_state"
+    }
+
+
+def test_pod_state_labels_are_computed_once_per_pod_and_node_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a = node("a")
+    pods = [pod(f"p-{i}", "a", "100m") for i in range(4)]
+    state = PodState([a], pods)
+    registry = CollectorRegistry()
+    controller = PodMetricsController(state=state, metrics=Metrics(registry))  # type: ignore[arg-type]
+    labelled: list[str] = []
+    original = statemetrics.pod_state_labels
+
+    def counting(item: Pod, at: Node | None) -> dict[str, str]:
+        labelled.append(item.metadata.name)
+        return original(item, at)
+
+    monkeypatch.setattr(statemetrics, "pod_state_labels", counting)
+    controller.reconcile(Request())
+    assert len(labelled) == 4
+    labelled.clear()
+    moved = pod("p-1", "b", "100m")
+    state.change([a, node("b")], [pods[0], moved, pods[2]])
+    controller.reconcile(Request())
+    assert labelled == ["p-1"]
+    monkeypatch.undo()
+    assert series(registry) == pod_gauges(state)
+    labelled.clear()
+    monkeypatch.setattr(statemetrics, "pod_state_labels", counting)
+    state.change([node("a"), node("b")], [pods[0], moved, pods[2]])  # new Node objects
+    controller.reconcile(Request())
+    assert sorted(labelled) == ["p-0", "p-1", "p-2"]

@@ -496,6 +496,18 @@ def test_view_shares_the_stored_objects_frozen(kube):
     assert kube.view(PODS, namespace="other") == []
 
 
+def test_a_frozen_subscriber_gets_the_stored_snapshot_others_a_copy_each(kube):
+    frozen, copied = [], []
+    kube.subscribe(lambda resource, event: frozen.append(event.object), frozen=True)
+    kube.subscribe(lambda resource, event: copied.append(event.object))
+    kube.create(PODS, pod("p"))
+    assert frozen[0] is kube.view(PODS)[0]
+    with pytest.raises(TypeError, match="read-only"):
+        frozen[0]["metadata"]["labels"]["app"] = "x"
+    copied[0]["metadata"]["labels"]["app"] = "x"
+    assert kube.get(PODS, "p", namespace="default")["metadata"]["labels"] == {"app": "web"}
+
+
 def test_in_memory_kube_satisfies_the_protocol(kube):
     client: KubeClient = kube  # checked by mypy
     assert client is kube
