@@ -275,6 +275,7 @@ class InMemoryKube:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._objects: dict[Resource, dict[_Key, JsonObject]] = {}
+        self._sorted: dict[Resource, list[_Key]] = {}  # keys in order, until one comes or goes
         self._history: dict[Resource, deque[_Change]] = {}
         self._compacted: dict[Resource, int] = {}
         self._rv = 0
@@ -380,13 +381,18 @@ class InMemoryKube:
         labels: LabelSelector,
         fields: FieldSelector,
     ) -> _Objects:
-        return [
-            obj
-            for (ns, _), obj in sorted(self._objects.get(resource, {}).items())
-            if (namespace is None or not resource.namespaced or ns == namespace)
-            and labels.matches(obj["metadata"].get("labels"))
-            and fields.matches(obj)
-        ]
+        objects = self._objects.get(resource, {})
+        keys = self._sorted.get(resource)
+        if keys is None:
+            keys = self._sorted[resource] = sorted(objects)
+        selected = []
+        for key in keys:
+            if namespace is not None and resource.namespaced and key[0] != namespace:
+                continue
+            obj = objects[key]
+            if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
+                selected.append(obj)
+        return selected
 
     def watch(
         self,
@@ -676,6 +682,7 @@ class InMemoryKube:
             obj.pop("status", None)
         stored = freeze(obj)
         self._objects.setdefault(resource, {})[key] = stored
+        self._sorted.pop(resource, None)
         self._record(resource, WatchEventType.ADDED, stored, None)
         return obj  # a private copy of the body: nothing else holds it
 
@@ -705,6 +712,7 @@ class InMemoryKube:
         stored = freeze(updated)
         if removable:
             del self._objects[resource][key]
+            self._sorted.pop(resource, None)
             self._record(resource, WatchEventType.DELETED, stored, current)
         else:
             self._objects[resource][key] = stored
@@ -756,6 +764,7 @@ class InMemoryKube:
             del self._objects[resource][
                 self._key(resource, metadata.get("namespace"), metadata["name"])
             ]
+            self._sorted.pop(resource, None)
             self._record(resource, WatchEventType.DELETED, freeze(gone), current)
             return
         updated = thaw(current)

@@ -508,6 +508,25 @@ def test_a_frozen_subscriber_gets_the_stored_snapshot_others_a_copy_each(kube):
     assert kube.get(PODS, "p", namespace="default")["metadata"]["labels"] == {"app": "web"}
 
 
+def test_lists_stay_sorted_by_namespace_and_name_as_objects_come_and_go(kube):
+    def names():
+        listed = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.view(PODS)]
+        assert listed == [
+            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.list(PODS).items
+        ]
+        return listed
+
+    kube.create(PODS, pod("b"))
+    kube.create(PODS, pod("a"))
+    assert names() == [("default", "a"), ("default", "b")]
+    kube.create(PODS, {**pod("c"), "metadata": {"name": "c", "namespace": "aaa"}})
+    kube.merge_patch(PODS, "b", {"metadata": {"labels": {"x": "1"}}}, namespace="default")
+    assert names() == [("aaa", "c"), ("default", "a"), ("default", "b")]
+    kube.delete(PODS, "a", namespace="default")
+    assert names() == [("aaa", "c"), ("default", "b")]
+    assert [o["metadata"]["name"] for o in kube.view(PODS, namespace="default")] == ["b"]
+
+
 def test_in_memory_kube_satisfies_the_protocol(kube):
     client: KubeClient = kube  # checked by mypy
     assert client is kube
