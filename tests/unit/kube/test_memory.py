@@ -509,7 +509,7 @@ def test_a_frozen_subscriber_gets_the_stored_snapshot_others_a_copy_each(kube):
 
 
 def test_lists_stay_sorted_by_namespace_and_name_as_objects_come_and_go(kube):
-    def names():
+    def names() -> list[tuple[str, str]]:
         listed = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.view(PODS)]
         assert listed == [
             (o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.list(PODS).items
