@@ -13,6 +13,10 @@
 Values are Karpenter's: CPU in cores, every other resource in whole units (rounded up);
 ``resource_type`` is the resource name lower-cased with ``-`` as ``_``. Series of objects that are
 gone are removed (Karpenter's ``metrics.Store``).
+
+The refresh is incremental with the same output: a pod's requests are computed once per pod
+object and a node's series once per (Node, pods) state; only series whose value changed are
+written.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from prometheus_client import Gauge
@@ -82,18 +86,24 @@ class _Sample:
 
 
 class GaugeStore:
-    """Karpenter's ``metrics.Store``: gauge series per object key, stale ones removed."""
+    """Karpenter's ``metrics.Store``: gauge series per object key, stale ones removed.
+
+    A series is written only when its value changed since this store last wrote it.
+    """
 
     def __init__(self) -> None:
-        self._store: dict[str, set[_Series]] = {}
+        self._store: dict[str, dict[_Series, float]] = {}
 
     def update(self, key: str, samples: Iterable[_Sample]) -> None:
         """Set ``key``'s series; remove those it had before and has no more."""
-        current: set[_Series] = set()
+        before = self._store.get(key, {})
+        current: dict[_Series, float] = {}
         for sample in samples:
-            sample.gauge.labels(**sample.labels).set(sample.value)
-            current.add(sample.series)
-        for gauge, labels in self._store.get(key, set()) - current:
+            series = sample.series
+            if before.get(series) != sample.value or series in current:
+                sample.gauge.labels(**sample.labels).set(sample.value)
+            current[series] = sample.value
+        for gauge, labels in before.keys() - current.keys():
             gauge.remove(*(value for _, value in _ordered(gauge, labels)))
         self._store[key] = current
 
@@ -143,6 +153,41 @@ def node_labels(node: Node, managed: bool) -> dict[str, str]:
     return {name: labels[name] for name in NODE_LABELS}
 
 
+_Totals = tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class _PodTotals:
+    """One pod object's requests and limits (None: its resources do not parse)."""
+
+    pod: Pod
+    requests: dict[str, int] | None
+    limits: dict[str, int]
+    daemon: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeSeries:
+    """A node's series but its lifetime, for one (Node, managed, pods) state."""
+
+    node: Node
+    managed: bool
+    pods: tuple[Pod, ...]
+    samples: tuple[_Sample, ...]
+    labels: Mapping[str, str]
+    allocatable: dict[str, int]
+    requests: dict[str, int]
+
+    def serves(self, state: StateNode) -> bool:
+        """Whether ``state`` has the same Node, managed flag and pod objects."""
+        return (
+            self.node is state.node
+            and self.managed == state.managed
+            and len(self.pods) == len(state.pods)
+            and all(a is b for a, b in zip(self.pods, state.pods, strict=True))
+        )
+
+
 class NodeMetricsController:
     """``metrics.node``: the node gauges of every registered state node, every 5 s."""
 
@@ -151,6 +196,8 @@ class NodeMetricsController:
         self._metrics = metrics
         self._clock = clock
         self._store = GaugeStore()
+        self._nodes: dict[str, _NodeSeries] = {}
+        self._pods: dict[str, _PodTotals] = {}
 
     @property
     def name(self) -> str:
@@ -160,17 +207,38 @@ class NodeMetricsController:
     def reconcile(self, request: Request) -> Result:
         """Rebuild every node's gauges; drop those of gone nodes."""
         del request
-        nodes = [n for n in self._state.state_nodes(self._clock.now()) if n.node is not None]
-        samples: dict[str, list[_Sample]] = {n.name: self._node(n) for n in nodes}
-        samples["clusterUtilization"] = self._utilization(nodes)
+        now = self._clock.now()
+        nodes = [n for n in self._state.state_nodes(now) if n.node is not None]
+        pods: dict[str, _PodTotals] = {}
+        series: dict[str, _NodeSeries] = {}
+        for state in nodes:
+            known = self._nodes.get(state.name)
+            if known is None or not known.serves(state):
+                series[state.name] = self._node(state, pods)
+                continue
+            series[state.name] = known
+            for pod in state.pods:  # an unchanged node's pods keep their totals
+                cached = self._pods.get(pod.key)
+                if cached is not None:
+                    pods[pod.key] = cached
+        self._nodes, self._pods = series, pods
+        samples: dict[str, list[_Sample]] = {
+            name: [*item.samples, self._lifetime(item, now)] for name, item in series.items()
+        }
+        samples["clusterUtilization"] = self._utilization(series.values())
         self._store.replace_all(samples)
         return Result.after(NODE_METRICS_INTERVAL)
 
-    def _node(self, state: StateNode) -> list[_Sample]:
+    def _lifetime(self, item: _NodeSeries, now: datetime) -> _Sample:
+        created = item.node.metadata.creation_timestamp
+        lifetime = (now - created).total_seconds() if created is not None else 0.0
+        return _Sample(self._metrics.nodes_lifetime, item.labels, lifetime)
+
+    def _node(self, state: StateNode, pods: dict[str, _PodTotals]) -> _NodeSeries:
         node = state.node
         assert node is not None  # noqa: S101 - filtered by the caller
         m = self._metrics
-        requests, limits, daemon_requests, daemon_limits = _pod_totals(state.pods)
+        requests, limits, daemon_requests, daemon_limits = self._pod_totals(state.pods, pods)
         allocatable = _milli(node.status.allocatable)
         by_gauge = (
             (m.nodes_system_overhead, subtract(_milli(node.status.capacity), allocatable)),
@@ -181,23 +249,38 @@ class NodeMetricsController:
             (m.nodes_allocatable, allocatable),
         )
         labels = node_labels(node, state.managed)
-        samples = [
+        samples = tuple(
             _Sample(gauge, {**labels, "resource_type": resource_type(name)}, _value(name, milli))
             for gauge, resources in by_gauge
             for name, milli in sorted(resources.items())
-        ]
-        created = node.metadata.creation_timestamp
-        lifetime = (self._clock.now() - created).total_seconds() if created is not None else 0.0
-        samples.append(_Sample(m.nodes_lifetime, labels, lifetime))
-        return samples
+        )
+        return _NodeSeries(
+            node=node,
+            managed=state.managed,
+            pods=state.pods,
+            samples=samples,
+            labels=labels,
+            allocatable=allocatable,
+            requests=requests,
+        )
 
-    def _utilization(self, nodes: Iterable[StateNode]) -> list[_Sample]:
+    def _pod_totals(self, node_pods: Iterable[Pod], pods: dict[str, _PodTotals]) -> _Totals:
+        """The totals of ``node_pods``, each pod object's computed once (kept in ``pods``)."""
+        totals = []
+        for pod in node_pods:
+            cached = self._pods.get(pod.key)
+            if cached is None or cached.pod is not pod:
+                cached = _totals_of(pod)
+            pods[pod.key] = cached
+            totals.append(cached)
+        return _sum_totals(totals)
+
+    def _utilization(self, nodes: Iterable[_NodeSeries]) -> list[_Sample]:
         allocatable: dict[str, int] = {}
         used: dict[str, int] = {}
-        for state in nodes:
-            assert state.node is not None  # noqa: S101 - filtered by the caller
-            allocatable = add(allocatable, _milli(state.node.status.allocatable))
-            used = add(used, _pod_totals(state.pods)[0])
+        for item in nodes:
+            allocatable = add(allocatable, item.allocatable)
+            used = add(used, item.requests)
         samples = []
         for name, total in sorted(allocatable.items()):
             whole = _value(name, total)
@@ -209,23 +292,27 @@ class NodeMetricsController:
         return samples
 
 
-def _pod_totals(
-    pods: Iterable[Pod],
-) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]]:
+def _totals_of(pod: Pod) -> _PodTotals:
+    try:
+        own, own_limits = requests_of(pod), limits_of(pod)
+    except ResourceListError:
+        return _PodTotals(pod, None, {}, daemon=False)
+    return _PodTotals(pod, own, own_limits, daemon=_is_daemon(pod))
+
+
+def _sum_totals(pods: Iterable[_PodTotals]) -> _Totals:
     """Requests, limits, DaemonSet requests and DaemonSet limits of a node's live pods."""
     requests: dict[str, int] = {}
     limits: dict[str, int] = {}
     daemon_requests: dict[str, int] = {}
     daemon_limits: dict[str, int] = {}
-    for pod in pods:
-        try:
-            own, own_limits = requests_of(pod), limits_of(pod)
-        except ResourceListError:
+    for item in pods:
+        if item.requests is None:
             continue
-        requests, limits = add(requests, own), add(limits, own_limits)
-        if _is_daemon(pod):
-            daemon_requests = add(daemon_requests, own)
-            daemon_limits = add(daemon_limits, own_limits)
+        requests, limits = add(requests, item.requests), add(limits, item.limits)
+        if item.daemon:
+            daemon_requests = add(daemon_requests, item.requests)
+            daemon_limits = add(daemon_limits, item.limits)
     return requests, limits, daemon_requests, daemon_limits
 
 
@@ -270,6 +357,7 @@ class PodMetricsController:
         self._metrics = metrics
         self._store = GaugeStore()
         self._seen: int | None = None
+        self._labels: dict[str, tuple[Pod, Node | None, dict[str, str]]] = {}
 
     @property
     def name(self) -> str:
@@ -284,13 +372,16 @@ class PodMetricsController:
             self._seen = generation
             nodes = {n.metadata.name: n for n in self._state.nodes()}
             gauge = self._metrics.pods_state
+            labels: dict[str, tuple[Pod, Node | None, dict[str, str]]] = {}
+            for pod in self._state.pods():
+                node = nodes.get(pod.spec.node_name)
+                known = self._labels.get(pod.key)
+                if known is None or known[0] is not pod or known[1] is not node:
+                    known = (pod, node, pod_state_labels(pod, node))
+                labels[pod.key] = known
+            self._labels = labels
             self._store.replace_all(
-                {
-                    pod.key: [
-                        _Sample(gauge, pod_state_labels(pod, nodes.get(pod.spec.node_name)), 1)
-                    ]
-                    for pod in self._state.pods()
-                }
+                {key: [_Sample(gauge, item[2], 1)] for key, item in labels.items()}
             )
         return Result.after(POD_METRICS_INTERVAL)
 

@@ -21,12 +21,18 @@ What it implements, as the API server does:
 - Bindings (`bind`) that set `spec.nodeName` and the `PodScheduled` condition.
 
 For the simulator, `subscribe` delivers every change synchronously, in order, on the thread that
-made it, without threads or polling. For tests, `fail_next` injects one-shot errors and
-`calls` records every call.
+made it, without threads or polling, and `view` lists without copying. For tests, `fail_next`
+injects one-shot errors and `calls` records every call.
+
+Stored objects are frozen (:class:`FrozenDict` / :class:`FrozenList`: they read as dicts and
+lists and refuse every change), so the event history and `view` share them instead of copying;
+`get`, `list`, `watch` and the writes return plain, mutable copies. Nothing a caller holds can
+change what is stored.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 import uuid
@@ -34,7 +40,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, NoReturn, SupportsIndex, TypeVar, cast
 
 from provisioner.apis.core import is_terminal
 from provisioner.kube.bulk import copy_json
@@ -58,7 +64,12 @@ from provisioner.kube.protocol import (
     WatchEventType,
 )
 from provisioner.kube.resource import POD_DISRUPTION_BUDGETS, PODS, Resource
-from provisioner.kube.selector import LabelSelector, parse_field_selector, parse_label_selector
+from provisioner.kube.selector import (
+    FieldSelector,
+    LabelSelector,
+    parse_field_selector,
+    parse_label_selector,
+)
 
 Clock = Callable[[], datetime]
 Subscriber = Callable[[Resource, WatchEvent], None]
@@ -79,6 +90,114 @@ _IMMUTABLE_METADATA: Final = (
 )
 
 _Key = tuple[str, str]
+_Objects = list[JsonObject]
+T = TypeVar("T")
+_ATOMS: Final = frozenset({str, int, float, bool, type(None)})
+_READ_ONLY: Final = "stored API objects are read-only: change a copy (thaw) instead"
+
+
+class FrozenDict(dict[str, Any]):
+    """A stored object's mapping: a ``dict`` for every read, refusing every change."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:  # noqa: ARG002 - any call
+        raise TypeError(_READ_ONLY)
+
+    def __setitem__(self, key: str, value: Any) -> NoReturn:
+        self._refuse(key, value)
+
+    def __delitem__(self, key: str) -> NoReturn:
+        self._refuse(key)
+
+    def __ior__(self, other: object) -> NoReturn:  # type: ignore[misc]
+        self._refuse(other)
+
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse
+    setdefault = _refuse
+    update = _refuse
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: object) -> dict[str, Any]:
+        return _thaw(self)  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (thaw(self),))
+
+
+class FrozenList(list[Any]):
+    """A stored object's list: a ``list`` for every read, refusing every change."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:  # noqa: ARG002 - any call
+        raise TypeError(_READ_ONLY)
+
+    def __setitem__(self, index: SupportsIndex | slice, value: Any) -> NoReturn:
+        self._refuse(index, value)
+
+    def __delitem__(self, index: SupportsIndex | slice) -> NoReturn:
+        self._refuse(index)
+
+    def __iadd__(self, other: object) -> NoReturn:  # type: ignore[misc]
+        self._refuse(other)
+
+    def __imul__(self, other: object) -> NoReturn:
+        self._refuse(other)
+
+    append = _refuse
+    extend = _refuse
+    insert = _refuse
+    pop = _refuse
+    remove = _refuse
+    clear = _refuse
+    sort = _refuse
+    reverse = _refuse
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: object) -> list[Any]:
+        return thaw(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (thaw(self),))
+
+
+def freeze(value: Any) -> Any:
+    """A frozen deep copy of decoded JSON (frozen sub-trees are shared, not copied)."""
+    cls = value.__class__
+    if cls is dict:
+        return FrozenDict({k: v if v.__class__ in _ATOMS else freeze(v) for k, v in value.items()})
+    if cls is list:
+        return FrozenList([v if v.__class__ in _ATOMS else freeze(v) for v in value])
+    if cls in _ATOMS or cls is FrozenDict or cls is FrozenList:
+        return value
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return FrozenList([freeze(v) for v in value])
+    return copy.deepcopy(value)
+
+
+def thaw(value: T) -> T:
+    """A plain, mutable deep copy of decoded JSON, frozen or not."""
+    return cast("T", _thaw(value))
+
+
+def _thaw(value: Any) -> Any:
+    cls = value.__class__
+    if cls is dict or cls is FrozenDict:
+        return {k: v if v.__class__ in _ATOMS else _thaw(v) for k, v in value.items()}
+    if cls is list or cls is FrozenList:
+        return [v if v.__class__ in _ATOMS else _thaw(v) for v in value]
+    if cls in _ATOMS:
+        return value
+    return copy_json(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +275,13 @@ class InMemoryKube:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._objects: dict[Resource, dict[_Key, JsonObject]] = {}
+        self._sorted: dict[Resource, list[_Key]] = {}  # keys in order, until one comes or goes
         self._history: dict[Resource, deque[_Change]] = {}
         self._compacted: dict[Resource, int] = {}
         self._rv = 0
         self._uids = 0
         self._generated_names = 0
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: list[tuple[Subscriber, bool]] = []
         self._pending: deque[tuple[Resource, WatchEvent]] = deque()
         self._dispatching = False
         self._faults: list[_Fault] = []
@@ -169,19 +289,21 @@ class InMemoryKube:
 
     # -- test and simulation hooks ---------------------------------------------------------
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+    def subscribe(self, callback: Subscriber, *, frozen: bool = False) -> Callable[[], None]:
         """Call `callback(resource, event)` after every change, in order, on the changing thread.
 
         Deliveries are not re-entrant: changes made by a callback are delivered after it
-        returns. Returns a function that unsubscribes.
+        returns. Each callback gets its own copy of the object, or, with `frozen`, the stored
+        snapshot itself (read-only, not copied). Returns a function that unsubscribes.
         """
+        entry = (callback, frozen)
         with self._lock:
-            self._subscribers.append(callback)
+            self._subscribers.append(entry)
 
         def unsubscribe() -> None:
             with self._lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
+                if entry in self._subscribers:
+                    self._subscribers.remove(entry)
 
         return unsubscribe
 
@@ -215,7 +337,7 @@ class InMemoryKube:
         """Read one object (see `KubeClient.get`)."""
         with self._lock:
             self._enter("get", resource, namespace, name)
-            return copy_json(self._stored(resource, namespace, name))
+            return thaw(self._stored(resource, namespace, name))
 
     def list(
         self,
@@ -230,14 +352,47 @@ class InMemoryKube:
         fields = parse_field_selector(field_selector)
         with self._lock:
             self._enter("list", resource, namespace, None)
-            items = [
-                copy_json(obj)
-                for (ns, _), obj in sorted(self._objects.get(resource, {}).items())
-                if (namespace is None or not resource.namespaced or ns == namespace)
-                and labels.matches(obj["metadata"].get("labels"))
-                and fields.matches(obj)
-            ]
+            items = [thaw(obj) for obj in self._select(resource, namespace, labels, fields)]
             return ObjectList(items=items, resource_version=str(self._rv))
+
+    def view(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> _Objects:
+        """What `list` returns, without copying: the stored objects themselves, frozen.
+
+        For the simulation's own components that read the whole cluster often; any attempt to
+        change a returned object raises `TypeError` (`thaw` gives a mutable copy).
+        """
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector)
+        with self._lock:
+            self._enter("list", resource, namespace, None)
+            return self._select(resource, namespace, labels, fields)
+
+    def _select(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        labels: LabelSelector,
+        fields: FieldSelector,
+    ) -> _Objects:
+        objects = self._objects.get(resource, {})
+        keys = self._sorted.get(resource)
+        if keys is None:
+            keys = self._sorted[resource] = sorted(objects)
+        selected = []
+        for key in keys:
+            if namespace is not None and resource.namespaced and key[0] != namespace:
+                continue
+            obj = objects[key]
+            if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
+                selected.append(obj)
+        return selected
 
     def watch(
         self,
@@ -264,7 +419,7 @@ class InMemoryKube:
             if resource_version in {None, "", "0"}:
                 cursor = self._rv
                 initial = [
-                    WatchEvent(WatchEventType.ADDED, copy_json(obj))
+                    WatchEvent(WatchEventType.ADDED, thaw(obj))
                     for (ns, _), obj in sorted(self._objects.get(resource, {}).items())
                     if (namespace is None or not resource.namespaced or ns == namespace)
                     and selector.matches(obj["metadata"].get("labels"))
@@ -383,7 +538,7 @@ class InMemoryKube:
                     f'already assigned to node "{bound}"',
                     reason="Conflict",
                 )
-            updated = copy_json(current)
+            updated = thaw(current)
             updated.setdefault("spec", {})["nodeName"] = node
             conditions = [
                 c
@@ -525,9 +680,11 @@ class InMemoryKube:
         metadata.pop("deletionGracePeriodSeconds", None)
         if resource.is_custom and resource.has_status:
             obj.pop("status", None)
-        self._objects.setdefault(resource, {})[key] = obj
-        self._record(resource, WatchEventType.ADDED, obj, None)
-        return copy_json(obj)
+        stored = freeze(obj)
+        self._objects.setdefault(resource, {})[key] = stored
+        self._sorted.pop(resource, None)
+        self._record(resource, WatchEventType.ADDED, stored, None)
+        return obj  # a private copy of the body: nothing else holds it
 
     def _commit(
         self,
@@ -538,7 +695,7 @@ class InMemoryKube:
         bump_generation: bool = True,
     ) -> JsonObject:
         if updated == current:
-            return copy_json(current)
+            return thaw(current)
         metadata = updated["metadata"]
         if bump_generation and _body_without(updated, "metadata", "status") != _body_without(
             current, "metadata", "status"
@@ -552,13 +709,15 @@ class InMemoryKube:
             and not metadata.get("finalizers")
             and not metadata.get("deletionGracePeriodSeconds")
         )
+        stored = freeze(updated)
         if removable:
             del self._objects[resource][key]
-            self._record(resource, WatchEventType.DELETED, updated, current)
+            self._sorted.pop(resource, None)
+            self._record(resource, WatchEventType.DELETED, stored, current)
         else:
-            self._objects[resource][key] = updated
-            self._record(resource, WatchEventType.MODIFIED, updated, current)
-        return copy_json(updated)
+            self._objects[resource][key] = stored
+            self._record(resource, WatchEventType.MODIFIED, stored, current)
+        return updated  # built for this call from copies: nothing else holds it
 
     def _grace_seconds(self, resource: Resource, obj: JsonObject, requested: int | None) -> int:
         if resource != PODS or not self._graceful_pods:
@@ -600,14 +759,15 @@ class InMemoryKube:
             return
         if not metadata.get("finalizers") and grace == 0:
             self._rv += 1
-            gone = copy_json(current)
+            gone = thaw(current)
             gone["metadata"]["resourceVersion"] = str(self._rv)
             del self._objects[resource][
                 self._key(resource, metadata.get("namespace"), metadata["name"])
             ]
-            self._record(resource, WatchEventType.DELETED, gone, current)
+            self._sorted.pop(resource, None)
+            self._record(resource, WatchEventType.DELETED, freeze(gone), current)
             return
-        updated = copy_json(current)
+        updated = thaw(current)
         updated["metadata"]["deletionTimestamp"] = format_time(
             self._clock() + timedelta(seconds=grace)
         )
@@ -621,9 +781,10 @@ class InMemoryKube:
         obj: JsonObject,
         previous: JsonObject | None,
     ) -> None:
+        """Keep a change (``obj`` and ``previous`` are frozen: shared, never copied)."""
         history = self._history.setdefault(resource, deque())
-        snapshot = copy_json(obj)
-        history.append(_Change(self._rv, kind, snapshot, copy_json(previous)))
+        snapshot = obj
+        history.append(_Change(self._rv, kind, snapshot, previous))
         while len(history) > self._window:
             dropped = history.popleft()
             self._compacted[resource] = dropped.resource_version
@@ -643,8 +804,9 @@ class InMemoryKube:
                         return
                     resource, event = self._pending.popleft()
                     subscribers = list(self._subscribers)
-                for subscriber in subscribers:
-                    subscriber(resource, WatchEvent(event.type, copy_json(event.object)))
+                for subscriber, frozen in subscribers:
+                    delivered = event.object if frozen else thaw(event.object)
+                    subscriber(resource, WatchEvent(event.type, delivered))
         finally:
             with self._lock:
                 self._dispatching = False
@@ -678,13 +840,13 @@ class InMemoryKube:
 
         now_matches = matches(change.object)
         if change.type != WatchEventType.MODIFIED:
-            return WatchEvent(change.type, copy_json(change.object)) if now_matches else None
+            return WatchEvent(change.type, thaw(change.object)) if now_matches else None
         before = matches(change.previous)
         if now_matches:
             kind = WatchEventType.MODIFIED if before else WatchEventType.ADDED
-            return WatchEvent(kind, copy_json(change.object))
+            return WatchEvent(kind, thaw(change.object))
         if before:
-            return WatchEvent(WatchEventType.DELETED, copy_json(change.object))
+            return WatchEvent(WatchEventType.DELETED, thaw(change.object))
         return None
 
     def _stream(  # noqa: PLR0917 - a private generator of one call site

@@ -630,7 +630,7 @@ class Chaos:
 
         world.account.after_launch = after_launch
         world.recorder.on_evicted.append(self._after_eviction)
-        world.kube.subscribe(self._observe_change)
+        world.kube.subscribe(self._observe_change, frozen=True)
         for index, fault in enumerate(self.faults):
             world.timeline.schedule(
                 fault.at, self._injector(fault), key=("chaos", fault.kind, index)
@@ -701,7 +701,7 @@ class Chaos:
     def _pick_node(self, *, spot: bool) -> str | None:
         world = self.sim.world
         candidates = []
-        for node in world.kube.list(NODES).items:
+        for node in world.kube.view(NODES):
             instance = str((node.get("spec") or {}).get("providerID") or "").rpartition("/")[2]
             labels = labels_of(node)
             if (
@@ -730,8 +730,8 @@ class Chaos:
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         short = []
-        pods = [p for p in kube.list(PODS, namespace=namespace).items if uid_of(p) != record.uid]
-        for pdb in kube.list(POD_DISRUPTION_BUDGETS, namespace=namespace).items:
+        pods = [p for p in kube.view(PODS, namespace=namespace) if uid_of(p) != record.uid]
+        for pdb in kube.view(POD_DISRUPTION_BUDGETS, namespace=namespace):
             if not matching_pods(pdb, [pod]):
                 continue
             selected = matching_pods(pdb, pods)
@@ -812,14 +812,14 @@ class Chaos:
                 node_pool=labels_of(c).get(wk.LABEL_NODEPOOL, ""),
                 capacity=parse_resource_list((c.get("status") or {}).get("capacity") or {}),
             )
-            for c in world.kube.list(NODE_CLAIMS).items
+            for c in world.kube.view(NODE_CLAIMS)
         )
         pools = tuple(
             Pool(
                 name=name_of(p),
                 limits=parse_resource_list((p.get("spec") or {}).get("limits") or {}),
             )
-            for p in world.kube.list(NODE_POOLS).items
+            for p in world.kube.view(NODE_POOLS)
         )
         events = world.recorder.events
         for event in events[self._events_seen :]:
@@ -830,7 +830,7 @@ class Chaos:
         self._events_seen = len(events)
         pending = []
         bound: dict[str, int] = {}
-        for pod in world.kube.list(PODS).items:
+        for pod in world.kube.view(PODS):
             spec, status = pod.get("spec") or {}, pod.get("status") or {}
             if status.get("phase") in {"Succeeded", "Failed"} or is_deleting(pod):
                 continue

@@ -308,7 +308,7 @@ class Kubelet:
 
     def _startup_taints(self, node: Mapping[str, Any]) -> set[tuple[str, str]]:
         provider = (node.get("spec") or {}).get("providerID", "")
-        for claim in self._kube.list(NODE_CLAIMS).items:
+        for claim in self._kube.view(NODE_CLAIMS):
             if (claim.get("status") or {}).get("providerID") == provider:
                 return {_taint_key(t) for t in (claim.get("spec") or {}).get("startupTaints") or []}
         return set()
@@ -361,7 +361,7 @@ class Kubelet:
     def _pods_on(self, node: str) -> list[JsonObject]:
         return [
             pod
-            for pod in self._kube.list(PODS, field_selector=f"spec.nodeName={node}").items
+            for pod in self._kube.view(PODS, field_selector=f"spec.nodeName={node}")
             if not is_terminal(pod)
         ]
 
@@ -375,7 +375,7 @@ class Kubelet:
         try:
             self._kube.get(NODES, node)
         except NotFoundError:
-            for pod in self._kube.list(PODS, field_selector=f"spec.nodeName={node}").items:
+            for pod in self._kube.view(PODS, field_selector=f"spec.nodeName={node}"):
                 self._delete_pod(pod)
 
     def _start_pods_on(self, node_name: str) -> None:

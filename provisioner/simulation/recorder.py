@@ -148,7 +148,7 @@ class Recorder:
         self.on_evicted: list[Callable[[EvictionRecord, Mapping[str, Any]], None]] = []
         """Called after each eviction the controllers made, with the pod as it was."""
         self._claim_of_node: dict[str, str] = {}
-        self._unsubscribe = kube.subscribe(self.observe)
+        self._unsubscribe = kube.subscribe(self.observe, frozen=True)
 
     def close(self) -> None:
         """Stop following the API."""

@@ -344,7 +344,7 @@ class Simulation:
         )
         if self.options.on_launch is not None:
             account.after_launch = self.options.on_launch
-        kube.subscribe(self._observe)
+        kube.subscribe(self._observe, frozen=True)
         return world
 
     def _observe(self, resource: Resource, event: WatchEvent) -> None:

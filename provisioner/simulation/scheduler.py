@@ -38,6 +38,7 @@ A pod that cannot be bound gets ``PodScheduled=False, reason=Unschedulable`` (an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -245,6 +246,7 @@ class Scheduler:
         self._group_resources = group_resources
         self._facts: dict[str, _PodFacts] = {}
         self._models: dict[str, Pod | None] = {}
+        self._current: dict[str, tuple[str, Pod | None]] = {}
         self._nominated: dict[str, str] = {}
         self._reported: set[str] = set()
         self._shared_bound = False
@@ -261,6 +263,7 @@ class Scheduler:
             uid = uid_of(obj)
             self._facts.pop(uid, None)
             self._models.pop(uid, None)
+            self._current.pop(uid, None)
             self._nominated.pop(uid, None)
             self._reported.discard(uid)
         if resource in {PODS, NODES, NODE_CLAIMS} or resource in set(self._group_resources()):
@@ -287,10 +290,10 @@ class Scheduler:
     def run_pass(self) -> None:
         """Bind every pending pod that fits; mark the others Unschedulable."""
         self.passes += 1
-        pods = self._kube.list(PODS).items
+        pods = self._kube.view(PODS)
         if self._reconcile_reservations(pods):
-            pods = self._kube.list(PODS).items
-        classes, default = _priority_classes(self._kube.list(PRIORITY_CLASSES).items)
+            pods = self._kube.view(PODS)
+        classes, default = _priority_classes(self._kube.view(PRIORITY_CLASSES))
         pending = sorted(
             (
                 p
@@ -340,7 +343,7 @@ class Scheduler:
                 self._schedule_group(ref, groups[ref.group_id], pods, context, state)
         if self._shared_bound:
             self._shared_bound = False
-            self._reconcile_reservations(self._kube.list(PODS).items)
+            self._reconcile_reservations(self._kube.view(PODS))
 
     def _state(self, pods: Sequence[JsonObject]) -> _Pass:
         used: dict[str, dict[str, int]] = {}
@@ -352,7 +355,7 @@ class Scheduler:
                 if is_reservation(pod) or self._pod_facts(pod).fractional:
                     on_node.setdefault(str(node), []).append(pod)
         rooms = []
-        for node in self._kube.list(NODES).items:
+        for node in self._kube.view(NODES):
             spec = node.get("spec") or {}
             if is_deleting(node) or spec.get("unschedulable") or not condition_true(node, "Ready"):
                 continue
@@ -379,7 +382,7 @@ class Scheduler:
             )
         state = _Pass(nodes=rooms, by_name={r.name: r for r in rooms})
         if self._nominated:
-            for claim in self._kube.list(NODE_CLAIMS).items:
+            for claim in self._kube.view(NODE_CLAIMS):
                 node_name = (claim.get("status") or {}).get("nodeName")
                 if node_name:
                     state.claims_to_nodes[name_of(claim)] = str(node_name)
@@ -468,13 +471,35 @@ class Scheduler:
         return detect_group(model) if model is not None else None
 
     def _context(self, pods: Sequence[JsonObject]) -> ProvisioningContext | None:
-        objects: list[Mapping[str, Any]] = list(pods)
+        """What ``build_context`` makes of the pods and pod-group objects (None: malformed).
+
+        Each pod version is parsed once (by uid and resourceVersion), not once per pass.
+        """
+        models = []
+        for pod in pods:
+            model = self._current_model(pod)
+            if model is None:
+                return None
+            models.append(model)
+        objects: list[Mapping[str, Any]] = []
         for resource in [*self._group_resources(), PRIORITY_CLASSES]:
-            objects.extend(self._kube.list(resource).items)
+            objects.extend(self._kube.view(resource))
         try:
-            return build_context(objects)
+            context = build_context(objects)
         except ApiValidationError:
             return None
+        return dataclasses.replace(context, pods=tuple({m.key: m for m in models}.values()))
+
+    def _current_model(self, pod: Mapping[str, Any]) -> Pod | None:
+        uid, version = uid_of(pod), str((pod.get("metadata") or {}).get("resourceVersion"))
+        cached = self._current.get(uid)
+        if cached is None or cached[0] != version:
+            try:
+                cached = (version, parse_object(Pod, pod, kind="Pod"))
+            except ApiValidationError:
+                cached = (version, None)
+            self._current[uid] = cached
+        return cached[1]
 
     def _candidates(self, pod: Mapping[str, Any], state: _Pass) -> list[_NodeRoom]:
         nominated = self._nominated.get(uid_of(pod))
@@ -517,7 +542,7 @@ class Scheduler:
 
     def _why_not(self, pod: Mapping[str, Any], state: _Pass) -> str:
         facts = self._pod_facts(pod)
-        total = len(self._kube.list(NODES).items)
+        total = len(self._kube.view(NODES))
         if facts.error is not None:
             return f"0/{total} nodes are available: {facts.error}"
         taints = selectors = resources = 0

@@ -112,6 +112,7 @@ class Workloads:
         self._timeline = timeline
         self._kube = kube
         self._rng = rng
+        self._index: tuple[Sequence[JsonObject], dict[str | None, list[JsonObject]]] | None = None
         self.pods_created = 0
 
     def observe(self, resource: Resource, event: WatchEvent) -> None:
@@ -126,29 +127,29 @@ class Workloads:
 
     def run_pass(self) -> None:
         """Reconcile every workload once."""
-        pods = self._kube.list(PODS).items
+        pods = self._kube.view(PODS)
         self._collect_garbage(pods)
-        for deployment in self._kube.list(DEPLOYMENTS).items:
+        for deployment in self._kube.view(DEPLOYMENTS):
             if not is_deleting(deployment):
                 self._deployment(deployment)
-        pods = self._kube.list(PODS).items
-        for replica_set in self._kube.list(REPLICA_SETS).items:
+        pods = self._kube.view(PODS)
+        for replica_set in self._kube.view(REPLICA_SETS):
             if not is_deleting(replica_set):
                 self._replica_set(replica_set, pods)
-        for job in self._kube.list(JOBS).items:
+        for job in self._kube.view(JOBS):
             if not is_deleting(job):
                 self._job(job, pods)
-        daemon_sets = [d for d in self._kube.list(DAEMON_SETS).items if not is_deleting(d)]
+        daemon_sets = [d for d in self._kube.view(DAEMON_SETS) if not is_deleting(d)]
         if daemon_sets:
-            nodes = self._kube.list(NODES).items
+            nodes = self._kube.view(NODES)
             for daemon_set in daemon_sets:
                 self._daemon_set(daemon_set, nodes, pods)
 
     # -- garbage collection ------------------------------------------------------------------
 
     def _collect_garbage(self, pods: Sequence[JsonObject]) -> None:
-        alive = {uid_of(obj) for resource in _WORKLOADS for obj in self._kube.list(resource).items}
-        for resource, items in ((REPLICA_SETS, self._kube.list(REPLICA_SETS).items), (PODS, pods)):
+        alive = {uid_of(obj) for resource in _WORKLOADS for obj in self._kube.view(resource)}
+        for resource, items in ((REPLICA_SETS, self._kube.view(REPLICA_SETS)), (PODS, pods)):
             for obj in items:
                 owner = _owner(obj)
                 if owner is None or owner.get("kind") not in _OWNED_KINDS:
@@ -216,8 +217,14 @@ class Workloads:
         self.pods_created += 1
 
     def _owned(self, owner: Mapping[str, Any], pods: Sequence[JsonObject]) -> list[JsonObject]:
-        uid = uid_of(owner)
-        return [p for p in pods if (_owner(p) or {}).get("uid") == uid]
+        """The pods ``owner`` controls, in ``pods``' order (indexed once per list of pods)."""
+        if self._index is None or self._index[0] is not pods:
+            index: dict[str | None, list[JsonObject]] = {}
+            for pod in pods:
+                uid = (_owner(pod) or {}).get("uid")
+                index.setdefault(uid if isinstance(uid, str) else None, []).append(pod)
+            self._index = (pods, index)
+        return list(self._index[1].get(uid_of(owner), ()))
 
     # -- controllers -------------------------------------------------------------------------
 
@@ -229,7 +236,7 @@ class Workloads:
         name = f"{name_of(deployment)}-{_template_hash(template)}"
         owned = [
             rs
-            for rs in self._kube.list(REPLICA_SETS, namespace=namespace).items
+            for rs in self._kube.view(REPLICA_SETS, namespace=namespace)
             if (_owner(rs) or {}).get("uid") == uid_of(deployment)
         ]
         if not any(name_of(rs) == name for rs in owned):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from typing import Any
 
@@ -445,6 +447,84 @@ def test_returned_objects_are_copies(kube):
     created = kube.create(NODES, {"metadata": {"name": "n1"}})
     created["metadata"]["labels"] = {"mutated": "yes"}
     assert "labels" not in kube.get(NODES, "n1")["metadata"]
+
+
+def test_no_returned_or_delivered_object_can_change_what_is_stored(kube):
+    body = pod("p", node="n1")
+    events = []
+    kube.subscribe(lambda resource, event: events.append(event.object))
+    created = kube.create(PODS, body)
+    patched = kube.merge_patch(PODS, "p", {"metadata": {"labels": {"v": "2"}}}, namespace="default")
+    body["metadata"]["labels"]["app"] = "body"
+    for obj in (created, patched, kube.get(PODS, "p", namespace="default"), *events):
+        obj["metadata"]["labels"]["app"] = "caller"
+        obj["spec"]["containers"].append({"name": "x"})
+        obj["status"]["conditions"][0]["status"] = "False"
+    for obj in [*kube.list(PODS).items, *kube.view(PODS)]:
+        assert obj["metadata"]["labels"] == {"app": "web", "v": "2"}
+        assert obj["spec"]["containers"] == [{"name": "c", "image": "i"}]
+        assert obj["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+
+
+def test_view_shares_the_stored_objects_frozen(kube):
+    kube.create(PODS, pod("a", labels={"app": "web"}))
+    kube.create(PODS, pod("b", labels={"app": "db"}, node="n1"))
+    [viewed] = kube.view(PODS, label_selector="app=db")
+    assert viewed is kube.view(PODS, field_selector="spec.nodeName=n1")[0]
+    assert viewed == kube.get(PODS, "b", namespace="default")
+    assert isinstance(viewed, dict) and isinstance(viewed["spec"]["containers"], list)
+    changes = [
+        lambda: viewed.__setitem__("spec", {}),
+        lambda: viewed["metadata"].update(name="x"),
+        lambda: viewed["metadata"].setdefault("annotations", {}),
+        lambda: viewed["metadata"]["labels"].pop("app"),
+        lambda: viewed.__delitem__("status"),
+        lambda: viewed["spec"]["containers"].append({}),
+        viewed["spec"]["containers"][0].clear,
+        lambda: viewed["status"]["conditions"].__setitem__(0, {}),
+        viewed["status"]["conditions"].sort,
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert kube.get(PODS, "b", namespace="default")["metadata"]["labels"] == {"app": "db"}
+    thawed = copy.deepcopy(viewed)
+    thawed["metadata"]["labels"]["app"] = "mine"  # a copy is plain and mutable
+    assert type(thawed) is dict and type(thawed["spec"]["containers"]) is list
+    assert json.loads(json.dumps(viewed)) == kube.get(PODS, "b", namespace="default")
+    assert [c.verb for c in kube.calls][-1] == "get"
+    assert kube.view(PODS, namespace="other") == []
+
+
+def test_a_frozen_subscriber_gets_the_stored_snapshot_others_a_copy_each(kube):
+    frozen, copied = [], []
+    kube.subscribe(lambda resource, event: frozen.append(event.object), frozen=True)
+    kube.subscribe(lambda resource, event: copied.append(event.object))
+    kube.create(PODS, pod("p"))
+    assert frozen[0] is kube.view(PODS)[0]
+    with pytest.raises(TypeError, match="read-only"):
+        frozen[0]["metadata"]["labels"]["app"] = "x"
+    copied[0]["metadata"]["labels"]["app"] = "x"
+    assert kube.get(PODS, "p", namespace="default")["metadata"]["labels"] == {"app": "web"}
+
+
+def test_lists_stay_sorted_by_namespace_and_name_as_objects_come_and_go(kube):
+    def names() -> list[tuple[str, str]]:
+        listed = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.view(PODS)]
+        assert listed == [
+            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.list(PODS).items
+        ]
+        return listed
+
+    kube.create(PODS, pod("b"))
+    kube.create(PODS, pod("a"))
+    assert names() == [("default", "a"), ("default", "b")]
+    kube.create(PODS, {**pod("c"), "metadata": {"name": "c", "namespace": "aaa"}})
+    kube.merge_patch(PODS, "b", {"metadata": {"labels": {"x": "1"}}}, namespace="default")
+    assert names() == [("aaa", "c"), ("default", "a"), ("default", "b")]
+    kube.delete(PODS, "a", namespace="default")
+    assert names() == [("aaa", "c"), ("default", "b")]
+    assert [o["metadata"]["name"] for o in kube.view(PODS, namespace="default")] == ["b"]
 
 
 def test_in_memory_kube_satisfies_the_protocol(kube):
