@@ -45,7 +45,11 @@ from provisioner.controllers.provisioning.flavors import (
     openmodels,
     with_flavor_rejections,
 )
-from provisioner.controllers.provisioning.offerings import PoolTemplate, pool_template
+from provisioner.controllers.provisioning.offerings import (
+    OptionsMemo,
+    PoolTemplate,
+    pool_template,
+)
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
 from provisioner.controllers.provisioning.planner import PlannerConfig, plan
 from provisioner.controllers.provisioning.podfacts import PodError
@@ -73,11 +77,14 @@ class PoolCatalog:
         pools: every valid, dynamic NodePool with its planning template.
         ready: the names of the pools replacements may be launched in.
         region: the region label value for templates.
+        options: the offerings the pass's simulations enumerated (reused while the templates
+            and DaemonSets are the same objects).
     """
 
     pools: Mapping[str, tuple[NodePool, PoolTemplate]]
     ready: frozenset[str]
     region: str = ""
+    options: OptionsMemo = field(default_factory=OptionsMemo, compare=False, repr=False)
 
     def templates(self) -> list[PoolTemplate]:
         """Templates of the ready pools (what the planner may buy)."""
@@ -310,7 +317,9 @@ def simulate(
         return Simulation(displaced={})
     sub = _without(snapshot, removed_nodes, removed_claims, pods, moving_keys)
     try:
-        view = build_view(sub, catalog.templates(), region=catalog.region)
+        view = build_view(
+            sub, catalog.templates(), region=catalog.region, options_memo=catalog.options
+        )
         choice = choose_flavors(
             _fence(view),
             openmodels(snapshot.group_objects),

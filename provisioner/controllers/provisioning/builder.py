@@ -156,8 +156,12 @@ def build_problem(view: ClusterView) -> Build:
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read (names the object and field).
     """
-    daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
-    options = _charge_reservations(enumerate_options(view.pools, daemons, view.region), view.nodes)
+    if view.options_memo is not None:
+        daemons, offered = view.options_memo.get(view.pools, view.daemonsets, view.region)
+    else:
+        daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
+        offered = enumerate_options(view.pools, daemons, view.region)
+    options = _charge_reservations(offered, view.nodes)
     options_by_id = {o.id: o for o in options}
     build = Build(
         problem=Problem(bin_types=(), classes=()),

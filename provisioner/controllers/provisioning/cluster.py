@@ -17,7 +17,7 @@ from provisioner.apis.core import (
     StorageClass,
     is_terminal,
 )
-from provisioner.controllers.provisioning.offerings import PoolTemplate
+from provisioner.controllers.provisioning.offerings import OptionsMemo, PoolTemplate
 from provisioner.controllers.provisioning.reasons import UnavailablePool
 from provisioner.podgroups import ProvisioningContext, build_context
 from provisioner.state.statenode import StateNode
@@ -43,6 +43,8 @@ class ClusterView:
         region: the region, for the ``topology.kubernetes.io/region`` label.
         unavailable: the NodePools not planned on (not ready, unreadable, without instance
             types), with why; named in the reasons of the pods they might have taken.
+        options_memo: where a run of planning steps over the same pools and DaemonSets
+            (a disruption pass's simulations) keeps the offerings it enumerated.
     """
 
     pods: Sequence[Pod]
@@ -55,6 +57,7 @@ class ClusterView:
     groups: ProvisioningContext = field(default_factory=lambda: build_context(()))
     region: str = ""
     unavailable: Sequence[UnavailablePool] = ()
+    options_memo: OptionsMemo | None = field(default=None, compare=False, repr=False)
 
     def pool(self, name: str) -> PoolTemplate | None:
         """The pool template called ``name``, if it is ready."""

@@ -46,6 +46,7 @@ from provisioner.controllers.provisioning.flavors import (
     with_flavor_rejections,
 )
 from provisioner.controllers.provisioning.offerings import (
+    OptionsMemo,
     PoolTemplate,
     pool_template,
 )
@@ -179,6 +180,7 @@ def build_view(
     ignore_preferences: bool = False,
     unavailable: Sequence[UnavailablePool] = (),
     extra_pods: Sequence[Pod] = (),
+    options_memo: OptionsMemo | None = None,
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
@@ -186,7 +188,8 @@ def build_view(
     NodeClaims); a nominated pod appears bound to the state node of its NodeClaim, so its
     capacity is spent there. ProvisioningRequests add their virtual pods (:mod:`requested`):
     pending ones to plan, placeholders holding booked room; ``extra_pods`` are added pending.
-    With ``ignore_preferences`` every pod loses its preferences.
+    With ``ignore_preferences`` every pod loses its preferences; ``options_memo`` keeps the
+    enumerated offerings for later views over the same pools and DaemonSets.
     """
     context = build_context(snapshot.group_objects)
     asked = requested(snapshot, context)
@@ -221,6 +224,7 @@ def build_view(
         groups=groups,
         region=region,
         unavailable=tuple(unavailable),
+        options_memo=options_memo,
     )
 
 

@@ -21,7 +21,14 @@ from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import add, subtract
 from provisioner.scheduling.taints import untolerated
 
-__all__ = ["DaemonOverhead", "Option", "PoolTemplate", "enumerate_options", "pool_template"]
+__all__ = [
+    "DaemonOverhead",
+    "Option",
+    "OptionsMemo",
+    "PoolTemplate",
+    "enumerate_options",
+    "pool_template",
+]
 
 SCHEDULING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 
@@ -180,3 +187,46 @@ def enumerate_options(
                     )
                 )
     return options
+
+
+class OptionsMemo:
+    """The offerings of the last NodePools, DaemonSets and region asked for, kept for reuse.
+
+    A disruption pass runs many rescheduling simulations against the same pool templates and
+    DaemonSet objects; each would enumerate the same offerings again. Reuse is by identity of
+    those objects (they are immutable and held here, so an identity cannot be recycled), so any
+    new template or DaemonSet (a NodePool or catalog change, a DaemonSet update) recomputes.
+    """
+
+    __slots__ = ("_daemons", "_inputs", "_options")
+
+    def __init__(self) -> None:
+        self._inputs: tuple[tuple[object, ...], tuple[object, ...], str] | None = None
+        self._daemons: DaemonOverhead | None = None
+        self._options: tuple[Option, ...] = ()
+
+    def get(
+        self, pools: Sequence[PoolTemplate], daemonsets: Sequence[DaemonSet], region: str
+    ) -> tuple[DaemonOverhead, list[Option]]:
+        """The DaemonSet overhead and the offerings (a fresh list) of these inputs.
+
+        Raises:
+            PodError: naming a DaemonSet whose pod template cannot be read.
+        """
+        inputs = self._inputs
+        if (
+            inputs is None
+            or self._daemons is None
+            or inputs[2] != region
+            or not _same(inputs[0], pools)
+            or not _same(inputs[1], daemonsets)
+        ):
+            daemons = DaemonOverhead.from_daemonsets(daemonsets)
+            self._options = tuple(enumerate_options(pools, daemons, region))
+            self._daemons = daemons
+            self._inputs = (tuple(pools), tuple(daemonsets), region)
+        return self._daemons, list(self._options)
+
+
+def _same(kept: Sequence[object], asked: Sequence[object]) -> bool:
+    return len(kept) == len(asked) and all(a is b for a, b in zip(kept, asked, strict=True))
