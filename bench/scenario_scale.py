@@ -247,7 +247,7 @@ def _measure_into(queue: Any, pods: int, hours: int, seed: int) -> None:
 
 
 def measure_capped(
-    pods: int = 5000, hours: int = 24, seed: int = 1, *, cap_seconds: float = 900.0
+    pods: int = 5000, hours: int = 24, seed: int = 1, *, cap_seconds: float = 600.0
 ) -> dict[str, Any]:
     """:func:`measure` in a child process, stopped after ``cap_seconds`` of wall time.
 
