@@ -60,6 +60,7 @@ from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.event import format_time
 from provisioner.runtime.clock import FakeClock
+from provisioner.simulation.objects import nodepool_manifest, requirement
 from provisioner.state.cluster import TRACKED_RESOURCES, ClusterState
 
 Obj = dict[str, Any]
@@ -118,34 +119,16 @@ def instance_types() -> list[InstanceType]:
 
 
 def _nodepool(name: str, capacity_type: str, budget: str) -> Obj:
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name, "uid": f"uid-pool-{name}"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "requirements": [
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": [capacity_type],
-                        }
-                    ],
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "default",
-                    },
-                }
-            },
-            "disruption": {
-                "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                "consolidateAfter": "0s",
-                "budgets": [{"nodes": budget}],
-            },
+    return nodepool_manifest(
+        name,
+        [requirement("karpenter.sh/capacity-type", "In", capacity_type)],
+        metadata={"uid": f"uid-pool-{name}"},
+        disruption={
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": "0s",
+            "budgets": [{"nodes": budget}],
         },
-    }
+    )
 
 
 def _claim(  # noqa: PLR0917 - a builder of test objects

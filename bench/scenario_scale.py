@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from provisioner.simulation.objects import nodepool_manifest, requirement
 from provisioner.simulation.runner import RunOptions, Simulation
 from provisioner.simulation.scenario import Scenario, parse_scenario
 from provisioner.simulation.wiring import manager_factory
@@ -48,45 +49,20 @@ JOB_SHARE: Final = 0.4
 """The share of the pods created by the hourly batch Jobs."""
 _SIZES: Final = (("250m", "512Mi"), ("500m", "1Gi"), ("1", "2Gi"), ("2", "4Gi"), ("500m", "2Gi"))
 
-_NODEPOOL: Final = {
-    "apiVersion": "karpenter.sh/v1",
-    "kind": "NodePool",
-    "metadata": {"name": "general"},
-    "spec": {
-        "template": {
-            "spec": {
-                "nodeClassRef": {
-                    "group": "karpenter.k8s.aws",
-                    "kind": "EC2NodeClass",
-                    "name": "default",
-                },
-                "requirements": [
-                    {
-                        "key": "karpenter.k8s.aws/instance-category",
-                        "operator": "In",
-                        "values": ["c", "m", "r"],
-                    },
-                    {
-                        "key": "karpenter.k8s.aws/instance-generation",
-                        "operator": "Gt",
-                        "values": ["5"],
-                    },
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                    {
-                        "key": "karpenter.sh/capacity-type",
-                        "operator": "In",
-                        "values": ["spot", "on-demand"],
-                    },
-                ],
-            }
-        },
-        "disruption": {
-            "consolidationPolicy": "WhenEmptyOrUnderutilized",
-            "consolidateAfter": "5m",
-            "budgets": [{"nodes": "10%"}],
-        },
+_NODEPOOL: Final = nodepool_manifest(
+    "general",
+    [
+        requirement("karpenter.k8s.aws/instance-category", "In", "c", "m", "r"),
+        requirement("karpenter.k8s.aws/instance-generation", "Gt", "5"),
+        requirement("kubernetes.io/arch", "In", "amd64"),
+        requirement("karpenter.sh/capacity-type", "In", "spot", "on-demand"),
+    ],
+    disruption={
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "5m",
+        "budgets": [{"nodes": "10%"}],
     },
-}
+)
 
 
 def _diurnal(hour: int) -> float:

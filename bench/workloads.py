@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioner.simulation.objects import nodepool_manifest
+
 Obj = dict[str, Any]
 
 FAKE_ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
@@ -98,17 +100,7 @@ def karpenter_fake_catalog(count: int = 400, zones: tuple[str, ...] = FAKE_ZONES
 
 def nodepool(name: str = "default", requirements: list[Obj] | None = None, **spec: Any) -> Obj:
     """A NodePool referencing the default EC2NodeClass."""
-    template_spec: Obj = {
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": requirements or [],
-    }
-    template_spec.update(spec.pop("template_spec", {}))
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": name},
-        "spec": {"template": {"spec": template_spec}, **spec},
-    }
+    return nodepool_manifest(name, requirements, **spec)
 
 
 def pod(

@@ -62,7 +62,15 @@ from provisioner.simulation.invariants import (
     Pool,
     Violation,
 )
-from provisioner.simulation.objects import is_deleting, labels_of, name_of, pod_key, uid_of
+from provisioner.simulation.objects import (
+    is_deleting,
+    labels_of,
+    name_of,
+    nodepool_manifest,
+    pod_key,
+    requirement,
+    uid_of,
+)
 from provisioner.simulation.recorder import EvictionRecord
 from provisioner.simulation.runner import ControllersFactory, RunOptions, Simulation
 from provisioner.simulation.scenario import Scenario, parse_scenario
@@ -189,70 +197,25 @@ SOAK_FAMILIES: Final = frozenset({"c6a", "c6i", "c7i", "m6a", "m6i", "m7i", "r6i
 """The instance families of the soak's NodePools."""
 _GPU_TOLERATION: Final = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 _BASE: Final[Sequence[Mapping[str, Any]]] = (
-    {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "general"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [
-                        {
-                            "key": "karpenter.k8s.aws/instance-family",
-                            "operator": "In",
-                            "values": sorted(SOAK_FAMILIES - {"g5", "g6"}),
-                        },
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": ["spot", "on-demand"],
-                        },
-                    ],
-                }
-            },
-            "limits": {"cpu": "1200"},
-            "disruption": {
-                "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                "consolidateAfter": "2m",
-            },
-        },
-    },
-    {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodePool",
-        "metadata": {"name": "gpu"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "default",
-                    },
-                    "requirements": [
-                        {
-                            "key": "karpenter.k8s.aws/instance-family",
-                            "operator": "In",
-                            "values": ["g5", "g6"],
-                        },
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": ["on-demand"],
-                        },
-                    ],
-                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
-                }
-            },
-            "limits": {"nvidia.com/gpu": "24"},
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
-        },
-    },
+    nodepool_manifest(
+        "general",
+        [
+            requirement(wk.LABEL_INSTANCE_FAMILY, "In", *sorted(SOAK_FAMILIES - {"g5", "g6"})),
+            requirement(wk.LABEL_CAPACITY_TYPE, "In", "spot", "on-demand"),
+        ],
+        limits={"cpu": "1200"},
+        disruption={"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "2m"},
+    ),
+    nodepool_manifest(
+        "gpu",
+        [
+            requirement(wk.LABEL_INSTANCE_FAMILY, "In", "g5", "g6"),
+            requirement(wk.LABEL_CAPACITY_TYPE, "In", "on-demand"),
+        ],
+        template_spec={"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+        limits={"nvidia.com/gpu": "24"},
+        disruption={"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
+    ),
     {
         "apiVersion": "scheduling.run.ai/v2",
         "kind": "Queue",

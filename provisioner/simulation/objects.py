@@ -15,7 +15,9 @@ __all__ = [
     "labels_of",
     "name_of",
     "namespace_of",
+    "nodepool_manifest",
     "pod_key",
+    "requirement",
     "set_condition",
     "uid_of",
 ]
@@ -88,3 +90,34 @@ def set_condition(
         entry["message"] = message
     result.append(entry)
     return result
+
+
+def requirement(key: str, operator: str, *values: str) -> dict[str, Any]:
+    """One NodeSelectorRequirement of a NodePool (``key In values``)."""
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+def nodepool_manifest(
+    name: str,
+    requirements: list[dict[str, Any]] | None = None,
+    *,
+    template_spec: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A ``karpenter.sh/v1`` NodePool on the ``default`` EC2NodeClass.
+
+    ``template_spec`` adds to ``spec.template.spec`` (taints, ...), ``metadata`` to the
+    NodePool's metadata; other keywords are ``spec`` fields (``limits``, ``disruption``, ...).
+    """
+    template: dict[str, Any] = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": requirements or [],
+        **(template_spec or {}),
+    }
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, **(metadata or {})},
+        "spec": {"template": {"spec": template}, **spec},
+    }
