@@ -808,19 +808,30 @@ class _Consolidation:
         )
         cost = np.array([b.t.price_micros for b in live], dtype=np.float64)
         allowed = np.array([self._allows(b) for b in live], dtype=np.bool_).T
+        # the largest share of an offering's capacity a bin uses (a use where the offering has
+        # none: inf); 0 / 0 (nothing used of nothing) is nan, which fmax passes over
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(used[None, :, :] > 0, used[None, :, :] / self.cap[:, None, :], 0.0)
-        size = np.nan_to_num(share, nan=np.inf, posinf=np.inf).max(axis=2)
+            share = used[None, :, :] / self.cap[:, None, :]
+        size = np.fmax.reduce(share, axis=2)
+        size[np.isnan(size)] = 0.0
         usable = allowed & (size <= 1) & ~self.refused[:, None]
         density = np.where(usable, cost[None, :] / np.maximum(size, 1e-12), -np.inf)
-        # the longest prefix in density order that fits, for every offering at once...
+        # the longest prefix in density order that fits, for every offering at once (usable
+        # bins sort first: the others' density is -inf)...
         prefixes: list[tuple[float, int, npt.NDArray[np.intp], int]] = []
-        for ti in np.flatnonzero(usable.sum(axis=1) >= _PAIR).tolist():
-            order = np.argsort(-density[ti], kind="stable")
-            order = order[usable[ti][order]]
-            fits = (np.cumsum(used[order], axis=0) <= self.cap[ti]).all(axis=1)
-            n = len(order) if fits.all() else int(np.argmin(fits))
-            prefixes.append((float(cost[order[:n]].sum() - self.price[ti]), ti, order, n))
+        rows = np.flatnonzero(usable.sum(axis=1) >= _PAIR)
+        if rows.size:
+            count = usable[rows].sum(axis=1)
+            order = np.argsort(-density[rows], axis=1, kind="stable")
+            fits = (np.cumsum(used[order], axis=1) <= self.cap[rows][:, None, :]).all(axis=2)
+            fits &= np.arange(len(live))[None, :] < count[:, None]
+            ns = np.where(fits.all(axis=1), len(live), fits.argmin(axis=1))
+            # prices are whole micro-dollars: the running sums are exact
+            taken = np.cumsum(cost[order], axis=1)
+            for r, ti in enumerate(rows.tolist()):
+                n = int(ns[r])
+                saving = float(taken[r, n - 1] if n else 0.0) - float(self.price[ti])
+                prefixes.append((saving, ti, order[r, : count[r]], n))
         # ...then the most promising go on past the first bin that did not fit, and take
         # further sets of the bins left, so that one round merges many
         out: list[tuple[float, int, list[int]]] = []
