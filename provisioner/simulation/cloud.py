@@ -26,6 +26,11 @@ The controllers get boto3 clients from one session whose botocore event hooks
   (``CapacityReservationSpecification``) launches only while the reservation has room and has
   not ended (else ``ReservationCapacityExceeded`` per override, as EC2 reports it), and
   DescribeInstances shows such instances with their ``CapacityReservationId``.
+* **Terminated instances fade.** EC2 shows a terminated instance for about an hour, then
+  DescribeInstances no longer does; moto keeps every one forever, so every DescribeInstances
+  (garbage collection, drift, interruption) would grow with the run. An hour of virtual time
+  after a termination the instance is removed from moto's backend (with its tags); what it looked
+  like is kept for the report (:meth:`MotoCloud.instances_ever`).
 * **What moto's CreateFleet leaves out.** moto does not give fleet instances the security
   groups of their launch template (``testing-tools.md`` §2); EC2 does, and drift detection
   compares them, so ``after-call`` applies them (``ModifyInstanceAttribute``).
@@ -40,6 +45,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import boto3
@@ -59,6 +65,7 @@ from provisioner.simulation.timeline import Timeline
 __all__ = [
     "ACCOUNT_ID",
     "KUBERNETES_VERSION",
+    "TERMINATED_VISIBLE_FOR",
     "Launch",
     "MotoCloud",
     "Outage",
@@ -70,6 +77,8 @@ ACCOUNT_ID: Final = "123456789012"
 """moto's default account."""
 KUBERNETES_VERSION: Final = "1.32"
 """The simulated cluster's Kubernetes minor (what the AMI aliases resolve for)."""
+TERMINATED_VISIBLE_FOR: Final = 3600.0
+"""Virtual seconds a terminated instance stays visible to DescribeInstances (EC2: about an hour)."""
 EKS_AMI_OWNER: Final = "602401143452"
 _FAKE_KEY: Final = "testing"
 _ALIASES: Final = ("al2023@latest", "al2@latest", "bottlerocket@latest")
@@ -232,6 +241,7 @@ class MotoCloud:
         self.reservations: dict[str, SimReservation] = {}
         self._template_reservations: dict[str, str | None] = {}
         self._instance_reservations: dict[str, str] = {}
+        self._faded: dict[str, dict[str, Any]] = {}
         self._stubber: Any = None
         self._locked = False
         self._session: boto3.session.Session | None = None
@@ -637,6 +647,29 @@ class MotoCloud:
             launch.terminated_at = self.timeline.now
             for listener in self.on_terminate:
                 listener(instance_id)
+        if instance_id:
+            self.timeline.after(
+                TERMINATED_VISIBLE_FOR,
+                partial(self._fade, instance_id),
+                key=("ec2-fade", instance_id),
+            )
+
+    def _fade(self, instance_id: str) -> None:
+        """Remove a terminated instance from moto's backend, as EC2 stops showing it."""
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415 - moto is heavy
+
+        ec2 = ec2_backends[ACCOUNT_ID][self.region]
+        for reservation_id, reservation in list(ec2.reservations.items()):
+            if not any(i.id == instance_id for i in reservation.instances):
+                continue
+            if any(i.id == instance_id and i.state != "terminated" for i in reservation.instances):
+                return
+            self._faded[instance_id] = self.describe([instance_id])[0]
+            reservation.instances = [i for i in reservation.instances if i.id != instance_id]
+            if not reservation.instances:
+                del ec2.reservations[reservation_id]
+            ec2.tags.pop(instance_id, None)
+            return
 
     # -- capacity reservations ----------------------------------------------------------------
 
@@ -731,8 +764,19 @@ class MotoCloud:
 
     # -- what the simulation does to the account ----------------------------------------------
 
+    def instances_ever(self) -> list[dict[str, Any]]:
+        """Every instance the account ever had: moto's, and those faded from it (the report)."""
+        found = {str(i.get("InstanceId")): i for i in self.describe()}
+        for instance_id, instance in self._faded.items():
+            found.setdefault(instance_id, instance)
+        return [found[k] for k in sorted(found)]
+
     def describe(self, instance_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Instances from moto (all of them, terminated included, when no ids are given)."""
+        """Instances from moto (all it shows, recently terminated ones too, when no ids are given).
+
+        Raises:
+            botocore.exceptions.ClientError: an id is unknown (``InvalidInstanceID.NotFound``).
+        """
         ec2 = self._admin["ec2"]
         kwargs: dict[str, Any] = {}
         if instance_ids is not None:

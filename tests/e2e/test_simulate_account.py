@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from cloudprovider.aws.catalog import builtin_catalog
 from provisioner.kube.memory import InMemoryKube
@@ -124,6 +125,54 @@ def test_launches_and_terminations_are_recorded_in_virtual_time(account: MotoClo
     account.client("ec2").terminate_instances(InstanceIds=[instance_id])
     assert account.launches[instance_id].terminated_at == 90
     assert account.nodeclaim_of(account.describe([instance_id])[0]) == "nc-1"
+
+
+def shown(account: MotoCloud) -> dict[str, str]:
+    """What the controllers' DescribeInstances shows: instance id -> state."""
+    reservations = account.client("ec2").describe_instances()["Reservations"]
+    return {i["InstanceId"]: i["State"]["Name"] for r in reservations for i in r["Instances"]}
+
+
+def test_terminated_instances_fade_from_describe_instances_after_an_hour(
+    account: MotoCloud,
+) -> None:
+    ec2 = account.client("ec2")
+    early = fleet(account, "on-demand", "m5.large")["Instances"][0]["InstanceIds"][0]
+    late = fleet(account, "spot", "m5.large", nodeclaim="nc-2")["Instances"][0]["InstanceIds"][0]
+    running = fleet(account, "on-demand", "c5.large", nodeclaim="nc-3")["Instances"][0][
+        "InstanceIds"
+    ][0]
+    ec2.terminate_instances(InstanceIds=[early])
+    account.timeline.run_until(1800)
+    account.terminate(late)  # as EC2 reclaims a spot instance
+    account.timeline.run_until(3599)
+    assert shown(account) == {early: "terminated", late: "terminated", running: "running"}
+    account.timeline.run_until(3600 + 1)
+    assert shown(account) == {late: "terminated", running: "running"}  # early: an hour ago
+    with pytest.raises(ClientError, match=r"InvalidInstanceID\.NotFound"):
+        ec2.describe_instances(InstanceIds=[early])
+    assert (
+        ec2.describe_instances(Filters=[{"Name": "instance-id", "Values": [early]}])["Reservations"]
+        == []
+    )
+    assert len(ec2.describe_instances(InstanceIds=[late])["Reservations"]) == 1
+    account.timeline.run_until(5400 + 1)
+    assert shown(account) == {running: "running"}
+    account.timeline.run_until(48 * 3600)
+    assert shown(account) == {running: "running"}  # a running instance never fades
+    # The report still sees every instance the account ever had, as it was last shown.
+    ever = {i["InstanceId"]: i for i in account.instances_ever()}
+    assert sorted(ever) == sorted([early, late, running])
+    assert ever[early]["State"]["Name"] == "terminated"
+    assert account.nodeclaim_of(ever[late]) == "nc-2"
+    assert account.launches[early].terminated_at == 0
+
+
+def test_a_stopped_instance_does_not_fade(account: MotoCloud) -> None:
+    instance_id = fleet(account, "on-demand", "m5.large")["Instances"][0]["InstanceIds"][0]
+    account.stop_instance(instance_id)
+    account.timeline.run_until(5 * 3600)
+    assert shown(account) == {instance_id: "stopped"}
 
 
 def test_a_spot_interruption_reaches_the_queue_through_eventbridge(account: MotoCloud) -> None:
