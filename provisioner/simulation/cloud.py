@@ -233,6 +233,7 @@ class MotoCloud:
         self.counters = _Counters()
         self.on_launch: list[Callable[[Launch], None]] = []
         self.on_terminate: list[Callable[[str], None]] = []
+        self.on_stop: list[Callable[[str], None]] = []
         self.after_launch: Callable[[Launch], None] | None = None
         self.throttle_budget = 0
         """How many more EC2 calls of the controllers fail with ``RequestLimitExceeded``."""
@@ -867,6 +868,8 @@ class MotoCloud:
     def stop_instance(self, instance_id: str) -> None:
         """Stop an instance outside Jointer (its state-change event is the caller's to send)."""
         self._admin["ec2"].stop_instances(InstanceIds=[instance_id])
+        for listener in self.on_stop:
+            listener(instance_id)
 
     def nodeclaim_of(self, instance: Mapping[str, Any]) -> str:
         """The NodeClaim an instance's tags name ("" when untagged)."""

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from cloudprovider.aws.catalog import builtin_catalog
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.resource import NODES
+from provisioner.kube.resource import NODES, PODS
 from provisioner.simulation.cloud import Launch, MotoCloud, Outage
 from provisioner.simulation.kubelet import Kubelet
 from provisioner.simulation.objects import condition_true
@@ -228,6 +228,67 @@ def test_the_kubelet_registers_then_readies_a_node(account: MotoCloud) -> None:
     account.client("ec2").terminate_instances(InstanceIds=[instance_id])
     kubelet.instance_gone(instance_id)
     assert kube.list(NODES).items == []
+
+
+def bound_pod(name: str, node: str, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c"}], "tolerations": tolerations},
+    }
+
+
+def test_a_stopped_instance_leaves_its_node_unreachable_and_its_pods_are_evicted(
+    account: MotoCloud,
+) -> None:
+    timeline = account.timeline
+    kube = InMemoryKube(clock=timeline.clock.now)
+    kubelet = Kubelet(
+        timeline=timeline,
+        kube=kube,
+        cloud=account,
+        catalog=builtin_catalog(REGION),
+        node_startup=40,
+        region=REGION,
+    )
+    kube.subscribe(kubelet.observe, frozen=True)
+    (instance_id,) = fleet(account, "on-demand", "m5.large")["Instances"][0]["InstanceIds"]
+    timeline.run_until(40)
+    (node,) = kube.list(NODES).items
+    name = node["metadata"]["name"]
+    unreachable = {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}
+    kube.create(PODS, bound_pod("plain", name, []))
+    kube.create(PODS, bound_pod("forever", name, [{**unreachable, "effect": "NoExecute"}]))
+    kube.create(PODS, bound_pod("brief", name, [{**unreachable, "tolerationSeconds": 60}]))
+    timeline.run_until(41)
+    assert {p["status"]["phase"] for p in kube.list(PODS).items} == {"Running"}
+    timeline.run_until(100)
+    account.stop_instance(instance_id)
+    timeline.run_until(139)
+    assert condition_true(kube.get(NODES, name), "Ready")  # not noticed yet
+    timeline.run_until(140)
+    node = kube.get(NODES, name)
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusUnknown")
+    assert {
+        (t["key"], t["effect"]) for t in node["spec"]["taints"] if "unreachable" in t["key"]
+    } == {("node.kubernetes.io/unreachable", e) for e in ("NoSchedule", "NoExecute")}
+    pods = {p["metadata"]["name"]: p for p in kube.list(PODS).items}
+    assert all(not condition_true(p, "Ready") for p in pods.values())
+    timeline.run_until(199)
+    assert sorted(p["metadata"]["name"] for p in kube.list(PODS).items) == [
+        "brief",
+        "forever",
+        "plain",
+    ]
+    timeline.run_until(200)  # the 60 s toleration ran out
+    assert sorted(p["metadata"]["name"] for p in kube.list(PODS).items) == ["forever", "plain"]
+    timeline.run_until(440)  # the default 300 s toleration ran out
+    assert [p["metadata"]["name"] for p in kube.list(PODS).items] == ["forever"]
+    timeline.run_until(3600)
+    assert [p["metadata"]["name"] for p in kube.list(PODS).items] == ["forever"]
+    assert kube.list(NODES).items  # the Node stays until its instance is terminated
 
 
 def test_calls_are_answered_in_process_and_never_leave_it(
