@@ -31,6 +31,11 @@ The controllers get boto3 clients from one session whose botocore event hooks
   (garbage collection, drift, interruption) would grow with the run. An hour of virtual time
   after a termination the instance is removed from moto's backend (with its tags); what it looked
   like is kept for the report (:meth:`MotoCloud.instances_ever`).
+* **moto's tag lookups.** moto reads one resource's tags (for every instance it describes and
+  every tag filter it applies) by matching a pattern against every tagged resource of the
+  account, fleets and launch templates included, so each lookup grows with the run; the
+  account's EC2 backend answers those lookups from its tag table directly (same rows, same
+  order) and leaves every other tag query to moto.
 * **What moto's CreateFleet leaves out.** moto does not give fleet instances the security
   groups of their launch template (``testing-tools.md`` §2); EC2 does, and drift detection
   compares them, so ``after-call`` applies them (``ModifyInstanceAttribute``).
@@ -188,6 +193,38 @@ def capacity_type_of(instance: Mapping[str, Any]) -> str:
     return CAPACITY_TYPE_ON_DEMAND
 
 
+_PATTERN_CHARACTERS: Final = frozenset("*?[]\\")
+
+
+def _describe_tags(
+    backend: Any,
+    scan: Callable[[dict[str, list[str]] | None], list[dict[str, str]]],
+    filters: dict[str, list[str]] | None = None,
+) -> list[dict[str, str]]:
+    """The ``describe_tags`` of moto, a ``resource-id`` filter of one plain id answered directly.
+
+    moto matches that id (a pattern anchored at both ends) against every tagged resource; only
+    the resource itself can match, so its own tags, in their order, are the same answer.
+    """
+    ids = (filters or {}).get("resource-id") or []
+    if (
+        filters is None
+        or set(filters) != {"resource-id"}
+        or len(ids) != 1
+        or _PATTERN_CHARACTERS & set(ids[0])
+    ):
+        return scan(filters)
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix  # noqa: PLC0415
+
+    resource_id = ids[0]
+    tags = backend.tags.get(resource_id) or {}
+    kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+    return [
+        {"resource_id": resource_id, "key": key, "value": value, "resource_type": kind}
+        for key, value in tags.items()
+    ]
+
+
 def _image_id(name: str) -> str:
     return "ami-0" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
@@ -268,6 +305,7 @@ class MotoCloud:
         self._stubber = stubber
         moto_api_backend.reset()
         self._create_backends()
+        self._index_tags()
         mock_random.seed(self.seed)
         self._session = self._new_session()
         self._register_hooks(self._session)
@@ -321,6 +359,14 @@ class MotoCloud:
         for backend in backends:
             backend[ACCOUNT_ID][self.region]
         iam_backends[ACCOUNT_ID]["aws"]
+
+    def _index_tags(self) -> None:
+        """Answer moto's one-resource tag lookups without scanning every tagged resource."""
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415 - moto is heavy
+
+        backend: Any = ec2_backends[ACCOUNT_ID][self.region]
+        # An attribute of this run's backend (moto builds new ones at the next reset).
+        backend.describe_tags = partial(_describe_tags, backend, backend.describe_tags)
 
     def _new_session(self) -> boto3.session.Session:
         session = boto3.session.Session(

@@ -175,6 +175,40 @@ def test_a_stopped_instance_does_not_fade(account: MotoCloud) -> None:
     assert shown(account) == {instance_id: "stopped"}
 
 
+class Unreadable(dict[str, str]):
+    """A tag table entry that fails when read (a lookup must not scan other resources)."""
+
+    def items(self) -> Any:
+        raise AssertionError("another resource's tags were scanned")
+
+
+def test_one_resources_tags_are_looked_up_directly_with_moto_s_answer(
+    account: MotoCloud,
+) -> None:
+    from moto.ec2.models import ec2_backends  # noqa: PLC0415 - the backend under test
+
+    backend: Any = ec2_backends["123456789012"][REGION]
+    result = fleet(account, "on-demand", "m5.large")
+    instance_id = result["Instances"][0]["InstanceIds"][0]
+    fleet_id = result["FleetId"]
+    moto_scan = type(backend).describe_tags
+    for resource in (instance_id, fleet_id, "i-0000000000000000f"):
+        filters = {"resource-id": [resource]}
+        assert backend.describe_tags(filters=filters) == moto_scan(backend, filters=filters)
+    assert backend.describe_tags(filters={"resource-id": [instance_id]})
+    wildcard = {"resource-id": ["i-*"], "key": ["karpenter.sh/nodeclaim"]}
+    assert backend.describe_tags(filters=wildcard) == moto_scan(backend, filters=wildcard)
+    tagged = account.client("ec2").describe_instances(
+        Filters=[{"Name": "tag:karpenter.sh/nodeclaim", "Values": ["nc-1"]}]
+    )["Reservations"]
+    assert [i["InstanceId"] for r in tagged for i in r["Instances"]] == [instance_id]
+    backend.tags["vol-0000000000000000f"] = Unreadable(Name="x")
+    assert {t["key"] for t in backend.describe_tags(filters={"resource-id": [instance_id]})} == {
+        "karpenter.sh/nodeclaim",
+        "karpenter.sh/nodepool",
+    }
+
+
 def test_a_spot_interruption_reaches_the_queue_through_eventbridge(account: MotoCloud) -> None:
     account.send_spot_interruption("i-0123456789abcdef0")
     messages = account.client("sqs").receive_message(
