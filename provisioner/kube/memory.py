@@ -32,6 +32,7 @@ change what is stored.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import threading
 import time
@@ -382,13 +383,18 @@ class InMemoryKube:
         fields: FieldSelector,
     ) -> _Objects:
         objects = self._objects.get(resource, {})
-        keys = self._sorted.get(resource)
+        keys: Sequence[_Key] | None = self._sorted.get(resource)
         if keys is None:
             keys = self._sorted[resource] = sorted(objects)
+        if namespace is not None and resource.namespaced:
+            # keys are sorted (namespace, name) pairs: one namespace is one run of them
+            start = bisect.bisect_left(keys, (namespace, ""))
+            end = bisect.bisect_left(keys, (namespace + "\x00", ""), lo=start)
+            keys = keys[start:end]
+        if not labels.requirements and not fields.requirements:
+            return [objects[key] for key in keys]
         selected = []
         for key in keys:
-            if namespace is not None and resource.namespaced and key[0] != namespace:
-                continue
             obj = objects[key]
             if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
                 selected.append(obj)

@@ -527,6 +527,33 @@ def test_lists_stay_sorted_by_namespace_and_name_as_objects_come_and_go(kube):
     assert [o["metadata"]["name"] for o in kube.view(PODS, namespace="default")] == ["b"]
 
 
+def test_a_namespace_is_selected_exactly_among_namespaces_sharing_its_prefix(kube):
+    for namespace in ("a", "a-b", "ab", "a\u00e9", "b"):
+        for name in ("y", "x"):
+            body = pod(name, labels={"app": "web" if name == "x" else "api"})
+            body["metadata"]["namespace"] = namespace
+            kube.create(PODS, body)
+
+    def named(**kwargs: Any) -> list[tuple[str, str]]:
+        viewed = [
+            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.view(PODS, **kwargs)
+        ]
+        listed = [
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in kube.list(PODS, **kwargs).items
+        ]
+        assert viewed == listed
+        return viewed
+
+    assert named(namespace="a") == [("a", "x"), ("a", "y")]
+    assert named(namespace="ab", label_selector="app=api") == [("ab", "y")]
+    assert named(namespace="a-b", field_selector="metadata.name=x") == [("a-b", "x")]
+    assert named(namespace="aa") == []
+    assert named(namespace="c") == []
+    assert len(named()) == 10
+    assert named(label_selector="app=web")[:2] == [("a", "x"), ("a-b", "x")]
+
+
 def test_in_memory_kube_satisfies_the_protocol(kube):
     client: KubeClient = kube  # checked by mypy
     assert client is kube
