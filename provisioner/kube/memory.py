@@ -517,13 +517,13 @@ class InMemoryKube:
         with self._lock:
             self._enter("evict", PODS, namespace, name)
             pod = self._stored(PODS, namespace, name)
-            pdbs = [
-                obj
-                for (ns, _), obj in self._objects.get(POD_DISRUPTION_BUDGETS, {}).items()
-                if ns == namespace
-            ]
-            pods = [obj for (ns, _), obj in self._objects.get(PODS, {}).items() if ns == namespace]
-            check_eviction(pod, pdbs, pods)
+            every = (LabelSelector(), FieldSelector())
+            pdbs = self._select(POD_DISRUPTION_BUDGETS, namespace, *every)
+
+            def pods() -> Iterator[JsonObject]:  # the namespace's pods, read only if needed
+                yield from self._select(PODS, namespace, *every)
+
+            check_eviction(pod, pdbs, pods())
             self._delete_locked(PODS, pod, uid, None, None)
         self._dispatch()
 

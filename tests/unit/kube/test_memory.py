@@ -12,6 +12,7 @@ import pytest
 
 from provisioner.kube import errors
 from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.pdb import check_eviction
 from provisioner.kube.protocol import KubeClient, WatchEventType
 from provisioner.kube.resource import (
     EVENTS,
@@ -552,6 +553,20 @@ def test_a_namespace_is_selected_exactly_among_namespaces_sharing_its_prefix(kub
     assert named(namespace="c") == []
     assert len(named()) == 10
     assert named(label_selector="app=web")[:2] == [("a", "x"), ("a-b", "x")]
+
+
+def test_an_eviction_reads_the_namespace_s_pods_only_when_a_budget_covers_the_pod():
+    def unread() -> Any:
+        raise AssertionError("the pods were read")
+        yield  # a generator: reading it raises
+
+    budget = {
+        "metadata": {"name": "b", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "api"}}},
+    }
+    check_eviction(pod("p"), [budget], unread())  # app=web: no budget covers it
+    with pytest.raises(AssertionError, match="the pods were read"):
+        check_eviction(pod("p", labels={"app": "api"}), [budget], unread())
 
 
 def test_in_memory_kube_satisfies_the_protocol(kube):
