@@ -32,6 +32,7 @@ change what is stored.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import threading
 import time
@@ -382,13 +383,18 @@ class InMemoryKube:
         fields: FieldSelector,
     ) -> _Objects:
         objects = self._objects.get(resource, {})
-        keys = self._sorted.get(resource)
+        keys: Sequence[_Key] | None = self._sorted.get(resource)
         if keys is None:
             keys = self._sorted[resource] = sorted(objects)
+        if namespace is not None and resource.namespaced:
+            # keys are sorted (namespace, name) pairs: one namespace is one run of them
+            start = bisect.bisect_left(keys, (namespace, ""))
+            end = bisect.bisect_left(keys, (namespace + "\x00", ""), lo=start)
+            keys = keys[start:end]
+        if not labels.requirements and not fields.requirements:
+            return [objects[key] for key in keys]
         selected = []
         for key in keys:
-            if namespace is not None and resource.namespaced and key[0] != namespace:
-                continue
             obj = objects[key]
             if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
                 selected.append(obj)
@@ -511,13 +517,13 @@ class InMemoryKube:
         with self._lock:
             self._enter("evict", PODS, namespace, name)
             pod = self._stored(PODS, namespace, name)
-            pdbs = [
-                obj
-                for (ns, _), obj in self._objects.get(POD_DISRUPTION_BUDGETS, {}).items()
-                if ns == namespace
-            ]
-            pods = [obj for (ns, _), obj in self._objects.get(PODS, {}).items() if ns == namespace]
-            check_eviction(pod, pdbs, pods)
+            every = (LabelSelector(), FieldSelector())
+            pdbs = self._select(POD_DISRUPTION_BUDGETS, namespace, *every)
+
+            def pods() -> Iterator[JsonObject]:  # the namespace's pods, read only if needed
+                yield from self._select(PODS, namespace, *every)
+
+            check_eviction(pod, pdbs, pods())
             self._delete_locked(PODS, pod, uid, None, None)
         self._dispatch()
 

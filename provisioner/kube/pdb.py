@@ -79,7 +79,6 @@ def check_eviction(
     """
     if pod.get("metadata", {}).get("deletionTimestamp"):
         return
-    all_pods = list(pods)
     labels = pod.get("metadata", {}).get("labels")
     namespace = pod.get("metadata", {}).get("namespace")
     covering = [
@@ -90,6 +89,7 @@ def check_eviction(
     ]
     if not covering:
         return
+    all_pods = list(pods)  # read only when a budget covers the pod
     if len(covering) > 1:
         raise ServerError(
             "This pod has more than one PodDisruptionBudget, which the eviction subresource "

@@ -693,10 +693,17 @@ class Chaos:
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         short = []
-        pods = [p for p in kube.view(PODS, namespace=namespace) if uid_of(p) != record.uid]
-        for pdb in kube.view(POD_DISRUPTION_BUDGETS, namespace=namespace):
-            if not matching_pods(pdb, [pod]):
-                continue
+        pdbs = [
+            pdb
+            for pdb in kube.view(POD_DISRUPTION_BUDGETS, namespace=namespace)
+            if matching_pods(pdb, [pod])
+        ]
+        pods = (
+            [p for p in kube.view(PODS, namespace=namespace) if uid_of(p) != record.uid]
+            if pdbs
+            else []
+        )
+        for pdb in pdbs:
             selected = matching_pods(pdb, pods)
             healthy = sum(1 for p in selected if is_pod_healthy(p))
             if healthy < desired_healthy(pdb, len(selected) + 1):

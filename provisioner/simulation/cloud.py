@@ -26,6 +26,16 @@ The controllers get boto3 clients from one session whose botocore event hooks
   (``CapacityReservationSpecification``) launches only while the reservation has room and has
   not ended (else ``ReservationCapacityExceeded`` per override, as EC2 reports it), and
   DescribeInstances shows such instances with their ``CapacityReservationId``.
+* **Terminated instances fade.** EC2 shows a terminated instance for about an hour, then
+  DescribeInstances no longer does; moto keeps every one forever, so every DescribeInstances
+  (garbage collection, drift, interruption) would grow with the run. An hour of virtual time
+  after a termination the instance is removed from moto's backend (with its tags); what it looked
+  like is kept for the report (:meth:`MotoCloud.instances_ever`).
+* **moto's tag lookups.** moto reads one resource's tags (for every instance it describes and
+  every tag filter it applies) by matching a pattern against every tagged resource of the
+  account, fleets and launch templates included, so each lookup grows with the run; the
+  account's EC2 backend answers those lookups from its tag table directly (same rows, same
+  order) and leaves every other tag query to moto.
 * **What moto's CreateFleet leaves out.** moto does not give fleet instances the security
   groups of their launch template (``testing-tools.md`` §2); EC2 does, and drift detection
   compares them, so ``after-call`` applies them (``ModifyInstanceAttribute``).
@@ -40,6 +50,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import boto3
@@ -59,6 +70,7 @@ from provisioner.simulation.timeline import Timeline
 __all__ = [
     "ACCOUNT_ID",
     "KUBERNETES_VERSION",
+    "TERMINATED_VISIBLE_FOR",
     "Launch",
     "MotoCloud",
     "Outage",
@@ -70,6 +82,8 @@ ACCOUNT_ID: Final = "123456789012"
 """moto's default account."""
 KUBERNETES_VERSION: Final = "1.32"
 """The simulated cluster's Kubernetes minor (what the AMI aliases resolve for)."""
+TERMINATED_VISIBLE_FOR: Final = 3600.0
+"""Virtual seconds a terminated instance stays visible to DescribeInstances (EC2: about an hour)."""
 EKS_AMI_OWNER: Final = "602401143452"
 _FAKE_KEY: Final = "testing"
 _ALIASES: Final = ("al2023@latest", "al2@latest", "bottlerocket@latest")
@@ -179,6 +193,38 @@ def capacity_type_of(instance: Mapping[str, Any]) -> str:
     return CAPACITY_TYPE_ON_DEMAND
 
 
+_PATTERN_CHARACTERS: Final = frozenset("*?[]\\")
+
+
+def _describe_tags(
+    backend: Any,
+    scan: Callable[[dict[str, list[str]] | None], list[dict[str, str]]],
+    filters: dict[str, list[str]] | None = None,
+) -> list[dict[str, str]]:
+    """The ``describe_tags`` of moto, a ``resource-id`` filter of one plain id answered directly.
+
+    moto matches that id (a pattern anchored at both ends) against every tagged resource; only
+    the resource itself can match, so its own tags, in their order, are the same answer.
+    """
+    ids = (filters or {}).get("resource-id") or []
+    if (
+        filters is None
+        or set(filters) != {"resource-id"}
+        or len(ids) != 1
+        or _PATTERN_CHARACTERS & set(ids[0])
+    ):
+        return scan(filters)
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix  # noqa: PLC0415
+
+    resource_id = ids[0]
+    tags = backend.tags.get(resource_id) or {}
+    kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+    return [
+        {"resource_id": resource_id, "key": key, "value": value, "resource_type": kind}
+        for key, value in tags.items()
+    ]
+
+
 def _image_id(name: str) -> str:
     return "ami-0" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
@@ -224,6 +270,7 @@ class MotoCloud:
         self.counters = _Counters()
         self.on_launch: list[Callable[[Launch], None]] = []
         self.on_terminate: list[Callable[[str], None]] = []
+        self.on_stop: list[Callable[[str], None]] = []
         self.after_launch: Callable[[Launch], None] | None = None
         self.throttle_budget = 0
         """How many more EC2 calls of the controllers fail with ``RequestLimitExceeded``."""
@@ -232,6 +279,7 @@ class MotoCloud:
         self.reservations: dict[str, SimReservation] = {}
         self._template_reservations: dict[str, str | None] = {}
         self._instance_reservations: dict[str, str] = {}
+        self._faded: dict[str, dict[str, Any]] = {}
         self._stubber: Any = None
         self._locked = False
         self._session: boto3.session.Session | None = None
@@ -257,6 +305,7 @@ class MotoCloud:
         self._stubber = stubber
         moto_api_backend.reset()
         self._create_backends()
+        self._index_tags()
         mock_random.seed(self.seed)
         self._session = self._new_session()
         self._register_hooks(self._session)
@@ -310,6 +359,14 @@ class MotoCloud:
         for backend in backends:
             backend[ACCOUNT_ID][self.region]
         iam_backends[ACCOUNT_ID]["aws"]
+
+    def _index_tags(self) -> None:
+        """Answer moto's one-resource tag lookups without scanning every tagged resource."""
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415 - moto is heavy
+
+        backend: Any = ec2_backends[ACCOUNT_ID][self.region]
+        # An attribute of this run's backend (moto builds new ones at the next reset).
+        backend.describe_tags = partial(_describe_tags, backend, backend.describe_tags)
 
     def _new_session(self) -> boto3.session.Session:
         session = boto3.session.Session(
@@ -637,6 +694,29 @@ class MotoCloud:
             launch.terminated_at = self.timeline.now
             for listener in self.on_terminate:
                 listener(instance_id)
+        if instance_id:
+            self.timeline.after(
+                TERMINATED_VISIBLE_FOR,
+                partial(self._fade, instance_id),
+                key=("ec2-fade", instance_id),
+            )
+
+    def _fade(self, instance_id: str) -> None:
+        """Remove a terminated instance from moto's backend, as EC2 stops showing it."""
+        from moto.ec2.models import ec2_backends  # noqa: PLC0415 - moto is heavy
+
+        ec2 = ec2_backends[ACCOUNT_ID][self.region]
+        for reservation_id, reservation in list(ec2.reservations.items()):
+            if not any(i.id == instance_id for i in reservation.instances):
+                continue
+            if any(i.id == instance_id and i.state != "terminated" for i in reservation.instances):
+                return
+            self._faded[instance_id] = self.describe([instance_id])[0]
+            reservation.instances = [i for i in reservation.instances if i.id != instance_id]
+            if not reservation.instances:
+                del ec2.reservations[reservation_id]
+            ec2.tags.pop(instance_id, None)
+            return
 
     # -- capacity reservations ----------------------------------------------------------------
 
@@ -731,8 +811,19 @@ class MotoCloud:
 
     # -- what the simulation does to the account ----------------------------------------------
 
+    def instances_ever(self) -> list[dict[str, Any]]:
+        """Every instance the account ever had: moto's, and those faded from it (the report)."""
+        found = {str(i.get("InstanceId")): i for i in self.describe()}
+        for instance_id, instance in self._faded.items():
+            found.setdefault(instance_id, instance)
+        return [found[k] for k in sorted(found)]
+
     def describe(self, instance_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Instances from moto (all of them, terminated included, when no ids are given)."""
+        """Instances from moto (all it shows, recently terminated ones too, when no ids are given).
+
+        Raises:
+            botocore.exceptions.ClientError: an id is unknown (``InvalidInstanceID.NotFound``).
+        """
         ec2 = self._admin["ec2"]
         kwargs: dict[str, Any] = {}
         if instance_ids is not None:
@@ -823,6 +914,8 @@ class MotoCloud:
     def stop_instance(self, instance_id: str) -> None:
         """Stop an instance outside Jointer (its state-change event is the caller's to send)."""
         self._admin["ec2"].stop_instances(InstanceIds=[instance_id])
+        for listener in self.on_stop:
+            listener(instance_id)
 
     def nodeclaim_of(self, instance: Mapping[str, Any]) -> str:
         """The NodeClaim an instance's tags name ("" when untagged)."""

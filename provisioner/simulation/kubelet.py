@@ -13,6 +13,15 @@ Node lifecycle, driven by what EC2 (moto) holds:
    agents that own them are up), extended resources (``nvidia.com/gpu``) are advertised.
 3. When an instance is terminated, its Node goes (the cloud controller manager deletes Nodes
    whose instance is gone); when a Node is deleted, the pods bound to it are deleted (pod GC).
+4. When an instance is stopped, its kubelet goes silent. :data:`NODE_MONITOR_GRACE` later the
+   node lifecycle controller marks the Node ``Ready=Unknown``, taints it
+   ``node.kubernetes.io/unreachable`` (``NoSchedule`` and ``NoExecute``) and marks its pods not
+   Ready; the taint manager then deletes each pod once its toleration of the ``NoExecute`` taint
+   runs out (:data:`DEFAULT_TOLERATION_SECONDS` for a pod without one, the toleration the
+   ``DefaultTolerationSeconds`` admission plugin adds; never for a pod tolerating it without
+   ``tolerationSeconds``, such as a DaemonSet's). A real pod deleted there stays Terminating
+   until its Node goes (Karpenter's drain stops waiting for it after a minute); here it goes at
+   once, as every pod deletion in the simulation does.
 
 Pod lifecycle: a pod bound to a Ready node starts *Running*; a pod annotated
 ``sim.jointer.dev/runtime: 30m`` *Succeeds* that long after it started.
@@ -22,12 +31,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
 from cloudprovider.aws.catalog import Catalog
 from cloudprovider.aws.tags import TAG_NODECLASS, TAG_NODEPOOL
 from provisioner.apis import labels as wk
-from provisioner.apis.core import is_terminal
+from provisioner.apis.core import Taint, is_terminal
 from provisioner.apis.duration import DurationError, parse_go_duration
 from provisioner.kube.errors import AlreadyExistsError, ConflictError, NotFoundError
 from provisioner.kube.event import format_time
@@ -35,6 +45,7 @@ from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.protocol import JsonObject, WatchEvent, WatchEventType
 from provisioner.kube.resource import NODE_CLAIMS, NODES, PODS, Resource
 from provisioner.scheduling.resources import format_resource_list
+from provisioner.scheduling.taints import TaintError, Toleration, tolerates
 from provisioner.simulation.cloud import Launch, MotoCloud, capacity_type_of
 from provisioner.simulation.objects import (
     condition_true,
@@ -46,12 +57,28 @@ from provisioner.simulation.objects import (
 )
 from provisioner.simulation.timeline import Timeline
 
-__all__ = ["ANNOTATION_RUNTIME", "REGISTRATION_FRACTION", "Kubelet", "provider_id"]
+__all__ = [
+    "ANNOTATION_RUNTIME",
+    "DEFAULT_TOLERATION_SECONDS",
+    "NODE_MONITOR_GRACE",
+    "REGISTRATION_FRACTION",
+    "Kubelet",
+    "provider_id",
+]
 
 ANNOTATION_RUNTIME: Final = "sim.jointer.dev/runtime"
 """How long a pod runs before it Succeeds (simulation only)."""
 REGISTRATION_FRACTION: Final = 0.75
 """When the Node registers, as a fraction of ``nodeStartup`` (it is Ready at the end)."""
+NODE_MONITOR_GRACE: Final = 40.0
+"""Seconds without a heartbeat before a Node is ``Ready=Unknown``
+(kube-controller-manager's ``--node-monitor-grace-period``)."""
+DEFAULT_TOLERATION_SECONDS: Final = 300
+"""How long a pod without its own toleration stays on an unreachable Node
+(the ``DefaultTolerationSeconds`` admission plugin's ``tolerationSeconds``)."""
+_UNREACHABLE_NO_EXECUTE: Final = Taint.model_construct(
+    key=wk.TAINT_UNREACHABLE, value="", effect=wk.TAINT_EFFECT_NO_EXECUTE
+)
 _LIVE_STATES: Final = frozenset({"pending", "running"})
 _CONFLICT_RETRIES: Final = 5
 
@@ -100,7 +127,10 @@ class Kubelet:
         self._node_of_instance: dict[str, str] = {}
         self.never_join: set[str] = set()
         """Instances whose kubelet never registers a Node (a bad AMI, a broken bootstrap)."""
+        self._silent: set[str] = set()
+        """Nodes whose instance stopped: their kubelet starts and completes nothing."""
         cloud.on_launch.append(self.on_launch)
+        cloud.on_stop.append(self.instance_stopped)
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -322,14 +352,121 @@ class Kubelet:
         }
         return {**(status.get("allocatable") or {}), **extended}
 
+    def instance_stopped(self, instance_id: str) -> None:
+        """The instance stopped: its kubelet goes silent; the node lifecycle controller notices."""
+        self._timeline.cancel(
+            lambda key: key in {("kubelet-register", instance_id), ("kubelet-ready", instance_id)}
+        )
+        name = self._node_of_instance.get(instance_id)
+        if name is None:
+            return
+        self._silent.add(name)
+        self._timeline.after(
+            NODE_MONITOR_GRACE,
+            lambda: self._unreachable(name),
+            key=("node-lifecycle", instance_id),
+        )
+
+    def _unreachable(self, name: str) -> None:
+        """Mark a silent Node ``Ready=Unknown`` and unreachable; its pods not Ready, then gone."""
+        now = self._timeline.clock.now()
+        added = format_time(now)
+        for _ in range(_CONFLICT_RETRIES):
+            try:
+                node = self._kube.get(NODES, name)
+            except NotFoundError:
+                return
+            taints = [
+                t
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("key") != wk.TAINT_UNREACHABLE
+            ]
+            taints += [
+                {"key": wk.TAINT_UNREACHABLE, "effect": effect, "timeAdded": added}
+                for effect in (wk.TAINT_EFFECT_NO_SCHEDULE, wk.TAINT_EFFECT_NO_EXECUTE)
+            ]
+            try:
+                self._kube.merge_patch(
+                    NODES,
+                    name,
+                    {"spec": {"taints": taints}},
+                    resource_version=node["metadata"]["resourceVersion"],
+                )
+            except ConflictError:
+                continue
+            break
+        else:
+            return
+        conditions = (node.get("status") or {}).get("conditions")
+        self._kube.patch_status(
+            NODES,
+            name,
+            {
+                "status": {
+                    "conditions": set_condition(
+                        conditions,
+                        "Ready",
+                        "Unknown",
+                        now=now,
+                        reason="NodeStatusUnknown",
+                        message="Kubelet stopped posting node status.",
+                    )
+                }
+            },
+        )
+        for pod in self._pods_on(name):
+            if is_deleting(pod):
+                continue
+            status = pod.get("status") or {}
+            self._kube.patch_status(
+                PODS,
+                name_of(pod),
+                {
+                    "status": {
+                        "conditions": set_condition(
+                            status.get("conditions"), "Ready", "False", now=now
+                        )
+                    }
+                },
+                namespace=namespace_of(pod),
+            )
+            seconds = _toleration_seconds(pod)
+            if seconds is not None:
+                uid = uid_of(pod)
+                self._timeline.after(
+                    seconds,
+                    partial(self._taint_evict, namespace_of(pod), name_of(pod), uid),
+                    key=("taint-evict", uid),
+                )
+
+    def _taint_evict(self, namespace: str, name: str, uid: str) -> None:
+        """The taint manager deletes a pod whose toleration of the unreachable taint ran out."""
+        try:
+            pod = self._kube.get(PODS, name, namespace=namespace)
+        except NotFoundError:
+            return
+        if uid_of(pod) != uid or is_terminal(pod) or is_deleting(pod):
+            return
+        if (pod.get("spec") or {}).get("nodeName") not in self._silent:
+            return
+        self._delete_pod(pod)
+
     def instance_gone(self, instance_id: str) -> None:
         """The instance was terminated: delete its Node (the cloud controller manager's job)."""
         name = self._node_of_instance.get(instance_id)
         self._timeline.cancel(
-            lambda key: key in {("kubelet-register", instance_id), ("kubelet-ready", instance_id)}
+            lambda key: (
+                key
+                in {
+                    ("kubelet-register", instance_id),
+                    ("kubelet-ready", instance_id),
+                    ("node-lifecycle", instance_id),
+                }
+            )
         )
         if name is None:
             return
+        self._silent.discard(name)
         try:
             node = self._kube.get(NODES, name)
         except NotFoundError:
@@ -379,6 +516,8 @@ class Kubelet:
                 self._delete_pod(pod)
 
     def _start_pods_on(self, node_name: str) -> None:
+        if node_name in self._silent:
+            return
         try:
             node = self._kube.get(NODES, node_name)
         except NotFoundError:
@@ -429,6 +568,8 @@ class Kubelet:
             return
         if uid_of(pod) != uid or (pod.get("status") or {}).get("phase") != "Running":
             return
+        if (pod.get("spec") or {}).get("nodeName") in self._silent:
+            return
         now = self._timeline.clock.now()
         conditions = (pod.get("status") or {}).get("conditions")
         for kind in ("ContainersReady", "Ready"):
@@ -459,3 +600,23 @@ class Kubelet:
             },
             namespace=namespace,
         )
+
+
+def _toleration_seconds(pod: Mapping[str, Any]) -> int | None:
+    """How long ``pod`` stays on an unreachable Node; None: for good (the taint manager's rule).
+
+    The shortest ``tolerationSeconds`` of the tolerations matching the ``NoExecute`` taint
+    (none set: for good); a pod with none matching has the admission plugin's default.
+    """
+    matching = []
+    for raw in (pod.get("spec") or {}).get("tolerations") or []:
+        try:
+            toleration = Toleration.from_dict(raw)
+        except TaintError:
+            continue
+        if tolerates(toleration, _UNREACHABLE_NO_EXECUTE):
+            matching.append(toleration)
+    if not matching:
+        return DEFAULT_TOLERATION_SECONDS
+    seconds = [t.toleration_seconds for t in matching if t.toleration_seconds is not None]
+    return max(min(seconds), 0) if seconds else None

@@ -706,7 +706,7 @@ class Simulation:
             seed=self.options.seed,
             duration=self.scenario.duration,
             recorder=world.recorder,
-            instances=world.account.describe(),
+            instances=world.account.instances_ever(),
             launches=world.account.launches,
             price=self._price,
             nodeclaim_of=world.account.nodeclaim_of,

@@ -6,12 +6,14 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from provisioner.kube import errors
 from provisioner.kube.memory import InMemoryKube
+from provisioner.kube.pdb import check_eviction
 from provisioner.kube.protocol import KubeClient, WatchEventType
 from provisioner.kube.resource import (
     EVENTS,
@@ -525,6 +527,47 @@ def test_lists_stay_sorted_by_namespace_and_name_as_objects_come_and_go(kube):
     kube.delete(PODS, "a", namespace="default")
     assert names() == [("aaa", "c"), ("default", "b")]
     assert [o["metadata"]["name"] for o in kube.view(PODS, namespace="default")] == ["b"]
+
+
+def test_a_namespace_is_selected_exactly_among_namespaces_sharing_its_prefix(kube):
+    for namespace in ("a", "a-b", "ab", "a\u00e9", "b"):
+        for name in ("y", "x"):
+            body = pod(name, labels={"app": "web" if name == "x" else "api"})
+            body["metadata"]["namespace"] = namespace
+            kube.create(PODS, body)
+
+    def named(**kwargs: Any) -> list[tuple[str, str]]:
+        viewed = [
+            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in kube.view(PODS, **kwargs)
+        ]
+        listed = [
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in kube.list(PODS, **kwargs).items
+        ]
+        assert viewed == listed
+        return viewed
+
+    assert named(namespace="a") == [("a", "x"), ("a", "y")]
+    assert named(namespace="ab", label_selector="app=api") == [("ab", "y")]
+    assert named(namespace="a-b", field_selector="metadata.name=x") == [("a-b", "x")]
+    assert named(namespace="aa") == []
+    assert named(namespace="c") == []
+    assert len(named()) == 10
+    assert named(label_selector="app=web")[:2] == [("a", "x"), ("a-b", "x")]
+
+
+def test_an_eviction_reads_the_namespace_s_pods_only_when_a_budget_covers_the_pod():
+    def unread() -> Iterator[dict[str, Any]]:
+        yield from ()  # a generator: reading it raises
+        raise AssertionError("the pods were read")
+
+    budget = {
+        "metadata": {"name": "b", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "api"}}},
+    }
+    check_eviction(pod("p"), [budget], unread())  # app=web: no budget covers it
+    with pytest.raises(AssertionError, match="the pods were read"):
+        check_eviction(pod("p", labels={"app": "api"}), [budget], unread())
 
 
 def test_in_memory_kube_satisfies_the_protocol(kube):
