@@ -262,7 +262,11 @@ class InterruptionController(ControllerBase):
             self._log.error("planning interruption replacement", error=str(error))
             return ()
         leaving = {n for n, s in facts.nodes.items() if s.deleting} | self._queue.disrupting()
-        simulation = simulate(facts, catalog, [state], planner=self._planner, leaving=leaving)
+        # sized for this node's pods only: the cluster's pending pods are the provisioner's (in
+        # one replacement per interrupted node they would be counted again for every node)
+        simulation = simulate(
+            facts, catalog, [state], planner=self._planner, leaving=leaving, pending=False
+        )
         plan = simulation.plan
         if plan is None:
             return ()

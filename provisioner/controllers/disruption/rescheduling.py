@@ -282,6 +282,7 @@ def simulate(
     leaving: Collection[str] = (),
     moving: Sequence[Pod] = (),
     keep_flavor: bool = True,
+    pending: bool = True,
 ) -> Simulation:
     """Plan the pods of ``removed`` (and ``moving``) against the cluster without them.
 
@@ -294,6 +295,11 @@ def simulate(
         moving: other pods that must move with them (gang members on nodes that stay).
         keep_flavor: llmaz model pods may not move to a later flavor than the one they are on
             (unless their NodePool allows it); without it they take their first usable flavor.
+        pending: plan the cluster's pending pods, and those of the ``leaving`` nodes, too
+            (Karpenter's ``SimulateScheduling``, so that a move never takes the room they
+            need); without it they are left out (nominated pods stay) and the new NodeClaims
+            are sized for the displaced pods only (an interruption's replacements: the
+            provisioner places the others, once).
     """
     snapshot = facts.snapshot
     removed_claims = {s.nodeclaim.name for s in removed} | set(leaving)
@@ -307,10 +313,14 @@ def simulate(
     for key, pod in snapshot.pods.items():
         node = pod.spec.node_name
         if key in moving_keys or node in removed_nodes:
+            if not pending and key not in moving_keys and node not in required_nodes:
+                continue  # a leaving node's pods: its own replacement or the provisioner's
             if key in moving_keys or is_reschedulable(pod):
                 pods[key] = _as_pending(pod)
                 if key in moving_keys or node in required_nodes:
                     displaced[key] = pod
+            continue
+        if not pending and not node and key not in snapshot.nominations:
             continue
         pods[key] = pod
     if not displaced:
