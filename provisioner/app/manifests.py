@@ -321,9 +321,16 @@ def _from_events(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - o
         loader.dispose()
 
 
-_UNUSUAL: Final = re.compile(r'[^\x20-\x7e\n]|["#]')
-"""What :func:`_from_lines` leaves to libyaml: non-ASCII, control characters (tabs, CR),
-double quotes and comments."""
+def _unusual(text: str) -> bool:
+    """Whether ``text`` has what :func:`_from_lines` leaves to libyaml.
+
+    That is non-ASCII or control characters (tabs, CR), double quotes or comments.
+    """
+    return (
+        not text.isascii() or '"' in text or "#" in text or not text.replace("\n", "").isprintable()
+    )
+
+
 _KEY_LINE: Final = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_./-]*):(?: (.*))?\Z")
 _PLAIN: Final = re.compile(r"(?:[A-Za-z0-9_./+~^$(<=;]|-(?=[^ ]))(?:(?!: )[^#])*(?<![: ])\Z")
 _QUOTED: Final = re.compile(r"'(?:[^']|'')*'\Z")
@@ -349,7 +356,7 @@ def _from_lines(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - on
     :class:`_NotPlainError` and is read by libyaml instead, so what this returns is always
     what ``yaml.safe_load_all`` returns. Each distinct line is looked at once.
     """
-    if not text or _UNUSUAL.search(text) is not None:
+    if not text or _unusual(text):
         raise _NotPlainError
     loader = _Loader("")
     shapes: dict[str, tuple[int, bool, str | None, object]] = {"---": _SEPARATOR}
