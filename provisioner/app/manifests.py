@@ -146,6 +146,8 @@ def _parse(source: str, text: str, workers: int) -> Iterator[Document]:
             raw_docs = load_yaml_documents(text, workers=workers)
         except yaml.YAMLError as exc:
             raise ManifestError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from exc
+        except ValueError as exc:  # a scalar PyYAML cannot build (a timestamp's month 13)
+            raise ManifestError(f"{source}: invalid YAML: {exc}") from exc
     index = 0
     for raw in raw_docs:
         if raw is None:  # an empty document between `---` separators

@@ -64,6 +64,13 @@ def test_a_bad_file_names_the_line(tmp_path: object) -> None:
         load_documents([str(bad)])
 
 
+def test_a_value_pyyaml_cannot_build_is_a_manifest_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\nmetadata:\n  name: a\n  annotations:\n    at: 2001-13-45\n")
+    with pytest.raises(ManifestError, match=r"bad.yaml: invalid YAML: month must be in 1..12"):
+        load_documents([str(bad)])
+
+
 PLAIN = """\
 apiVersion: v1
 kind: Pod
