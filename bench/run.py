@@ -81,7 +81,8 @@ optimiser ({time_limit}).
 Latency is the planning step as the plan reports it (`solver.seconds`: building the problem,
 solving, building NodeClaims; file parsing excluded); p99 is the slowest repetition when there
 are fewer than 100. `wall` is the median wall time of the whole command (reading the YAML
-(a large file in two halves at once, one in a forked process) and the catalog, building the
+(plain block YAML line by line; a file of 8 MiB or more in two halves at once, one in a
+forked process) and the catalog, building the
 cluster state, planning, writing the JSON plan; not the interpreter's start-up and imports;
 the catalog is parsed once per process, by the first-fit-decreasing run) and `wall/plan` its
 ratio to the planning step.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import random
 import subprocess
 import sys
 import threading
@@ -60,6 +61,13 @@ def test_a_bad_file_names_the_line(tmp_path: object) -> None:
     bad = Path(str(tmp_path)) / "bad.yaml"
     bad.write_text("kind: Pod\nmetadata: {name: [\n")
     with pytest.raises(ManifestError, match=r"bad.yaml: invalid YAML: line \d"):
+        load_documents([str(bad)])
+
+
+def test_a_value_pyyaml_cannot_build_is_a_manifest_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Pod\nmetadata:\n  name: a\n  annotations:\n    at: 2001-13-45\n")
+    with pytest.raises(ManifestError, match=r"bad.yaml: invalid YAML: month must be in 1..12"):
         load_documents([str(bad)])
 
 
@@ -230,3 +238,159 @@ def test_a_plain_scalar_is_what_pyyamls_resolver_makes_it() -> None:
         ours = _outcome(functools.partial(manifests._plain_scalar, loader, text))
         assert repr(ours) == repr(expected), text
     loader.dispose()
+
+
+def _libyaml(text: str) -> list[object]:
+    """What libyaml's safe loader (the one `jointer plan` uses) reads."""
+    return list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
+def _lines_or_declined(text: str) -> object:
+    """What the line reader makes of ``text``, or "declined" when it leaves it to libyaml."""
+    from provisioner.app import manifests  # noqa: PLC0415
+
+    try:
+        return manifests._from_lines(text)
+    except manifests._NotPlainError:
+        return "declined"
+
+
+def test_plain_manifests_are_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.app import manifests  # noqa: PLC0415
+
+    def parsed(text: str) -> list[object]:
+        raise AssertionError("plain manifests went to libyaml")
+
+    monkeypatch.setattr(manifests, "_from_events", parsed)
+    monkeypatch.setattr(manifests, "_from_nodes", parsed)
+    objects = workloads.karpenter_diverse(100).objects + workloads.gpu_gangs(40).objects
+    objects += workloads.realistic_mix(40).objects
+    for text in (
+        yaml.safe_dump_all(objects, sort_keys=False),
+        yaml.safe_dump_all(objects, explicit_start=True, width=40),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: 'it''s'\n  labels:\n    a: b c\n",
+    ):
+        assert repr(load_yaml_documents(text)) == repr(_libyaml(text))
+
+
+ODD = [
+    # what the line reader reads itself
+    "a: 12345678901234567890123\nb: -1.5e-300\nc: .inf\nd: 0x1F\ne: 017\nf: 1_000\ng: 1:30\n",
+    "a: yes\nb: Off\nc: null\nd: ~\ne: 2001-12-14\nf: 2001-12-14t21:59:43.10-05:00\n",
+    "a: 'True'\nb: ''\nc: '1'\nd: 'it''s'\ne: it's\nf: x:y\ng: http://h:80/p\n",
+    "a:\n- x\n- nested\nb:\n  - y\n  - k: v\n    l:\n    - z\nc: []\nd: {}\n",
+    "- a\n- b: 1\n  c:\n    d: 2\n- x\n",
+    "a: 2001-13-45x\nb: --x\n",
+    "a: 1\na: 2\nb:\n  c: 3\nb: 4\n",
+    "a:\n      deep: 1\nb: 2\n",
+    "---\na: 1\n---\nb: 2",
+    "a: 1\n\n\nb: 2\n\n",
+    # what it leaves to libyaml
+    "a: é\n",
+    "a: 1\r\nb: 2\r\n",
+    "a:\tb\n",
+    "a: b # comment\n",
+    'a: "quoted"\n',
+    "a: &x 1\nb: *x\n",
+    "a: !!str 5\n",
+    "<<: {a: 1}\n",
+    "a:\nb: 1\n",
+    "a: 1\n---\n",
+    "---\n---\na: 1\n",
+    "",
+    "a: long text\n  continued here\n",
+    "- long\n  continued\n",
+    "a: 'two\n  lines'\n",
+    "a: |\n  block\n",
+    "a: -\n",
+    "a: - b\n",
+    "a: b:\n",
+    "a: b: c\n",
+    "a:  b\n",
+    "a: b \n",
+    "a: 1\n  b: 2\n",
+    "a:\n    b: 1\n  c: 2\n",
+    "a: 1\n- x\n",
+    "a:\n  - x\n- y\n",
+    "- - x\n",
+    "1: int key\n",
+    "true: bool key\n",
+    "2001-12-14: date key\n",
+    "a: =\n",
+    "a: [1]\n",
+    "%YAML 1.1\n---\na: 1\n",
+    "a: 1\n...\n",
+    "--- a\n",
+    "  a: 1\n",
+    "plain scalar\n",
+    "- ---\n",
+    "- -x\n",
+]
+
+
+@pytest.mark.parametrize("text", ODD)
+def test_odd_text_reads_as_pyyaml_reads_it(text: str) -> None:
+    expected = _outcome(lambda: _libyaml(text))
+    assert repr(_outcome(lambda: load_yaml_documents(text))) == repr(expected)
+    lines = _lines_or_declined(text)
+    assert lines == "declined" or repr(lines) == repr(expected)
+
+
+def test_the_line_reader_reads_the_plain_odd_texts_itself() -> None:
+    read = [text for text in ODD if _lines_or_declined(text) != "declined"]
+    assert read == ODD[:10]
+
+
+def _random_value(rng: random.Random, depth: int) -> object:
+    words = ["app", "k8s.io/x", "1", "yes", "500m", "True", "", "it's", "a b", "-x", "x:y", "~"]
+    odd = ["x: y", "- z", "<<", "=", "-", "a #b", "[1]", "é", "...", "a\nb", " lead", "long " * 20]
+    roll = rng.random()
+    if depth > 3 or roll < 0.4:
+        word = rng.choice(odd if rng.random() < 0.02 else words)
+        number = rng.randint(-(10**20), 10**20)
+        return rng.choice([word, number, rng.random() * 10 ** rng.randint(-5, 20), True, None])
+    if roll < 0.7:
+        keys = ["yes", "1", "x: y"] if rng.random() < 0.05 else ["k", "key", "x.y", "a-b", "c_d"]
+        return {rng.choice(keys): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+    return [_random_value(rng, depth + 2) for _ in range(rng.randint(0, 4))]
+
+
+def _mutated(rng: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    for _ in range(rng.randint(1, 2)):
+        at = rng.randrange(len(lines))
+        edit = rng.randrange(5)
+        if edit == 0:
+            lines[at] = " " + lines[at]
+        elif edit == 1:
+            lines[at] = lines[at][1:]
+        elif edit == 2:
+            lines[at : at + 1] = []
+        elif edit == 3:
+            lines.insert(at, lines[at])
+        else:
+            lines.insert(at, "---")
+        lines = lines or [""]
+    return "\n".join(lines)
+
+
+def test_the_line_reader_never_differs_from_pyyaml() -> None:
+    rng = random.Random(7)  # noqa: S311 - a fixed seed, not a secret
+    read = 0
+    for _ in range(2000):
+        documents = [{"kind": _random_value(rng, 1)} for _ in range(rng.randint(1, 3))]
+        text = yaml.safe_dump_all(
+            documents,
+            sort_keys=rng.random() < 0.5,
+            indent=rng.choice([2, 2, 3, 4]),
+            width=rng.choice([20, 80, 1000]),
+            explicit_start=rng.random() < 0.5,
+        )
+        if rng.random() < 0.5:
+            text = _mutated(rng, text)
+        lines = _lines_or_declined(text)
+        if lines == "declined":
+            continue
+        read += 1
+        assert repr(lines) == repr(_outcome(functools.partial(_libyaml, text))), text
+    assert read > 300  # the line reader read a good share itself
