@@ -212,6 +212,7 @@ def build_view(
         context,
         pods=tuple(pods),
         priority_classes=dict(snapshot.priority_classes),
+        detector=options_memo.detect if options_memo is not None else None,
     )
     return ClusterView(
         pods=tuple(pods),

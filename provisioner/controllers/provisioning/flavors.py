@@ -234,8 +234,13 @@ class _Capacity:
     """What a flavor may take now: available offerings, and room counted down per pod."""
 
     def __init__(self, view: ClusterView) -> None:
-        daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
-        self.options: list[Option] = enumerate_options(view.pools, daemons, view.region)
+        memo = view.options_memo
+        if memo is not None:  # a disruption pass: the offerings its simulations share
+            daemons, options = memo.get(view.pools, view.daemonsets, view.region)
+        else:
+            daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
+            options = enumerate_options(view.pools, daemons, view.region)
+        self.options: list[Option] = options
         self.rooms = existing_room(view, daemons)
         self._signatures: dict[str, Signature] = {}
         self._requests: RequestsCache = {}

@@ -16,6 +16,7 @@ from provisioner.apis import labels as wk
 from provisioner.apis.core import DaemonSet, Pod, Taint
 from provisioner.apis.nodepool import NodePool
 from provisioner.controllers.provisioning.podfacts import PodError, Signature, pod_facts
+from provisioner.podgroups import PodGroupRef, detect_group
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import add, subtract
@@ -31,6 +32,8 @@ __all__ = [
 ]
 
 SCHEDULING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+DETECTED_LIMIT: Final = 200_000
+"""Pods whose group :meth:`OptionsMemo.detect` remembers before it starts again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,14 +199,22 @@ class OptionsMemo:
     DaemonSet objects; each would enumerate the same offerings again. Reuse is by identity of
     those objects (they are immutable and held here, so an identity cannot be recycled), so any
     new template or DaemonSet (a NodePool or catalog change, a DaemonSet update) recomputes.
+
+    :attr:`derived` is where the planner keeps what it computes from exactly these offerings
+    (fit indexes, compatible offerings per signature, solver bin types): it is emptied
+    whenever the offerings are enumerated again. :meth:`detect` is ``detect_group`` remembered
+    per pod object.
     """
 
-    __slots__ = ("_daemons", "_inputs", "_options")
+    __slots__ = ("_daemons", "_detected", "_inputs", "_options", "derived")
 
     def __init__(self) -> None:
         self._inputs: tuple[tuple[object, ...], tuple[object, ...], str] | None = None
         self._daemons: DaemonOverhead | None = None
         self._options: tuple[Option, ...] = ()
+        self._detected: dict[int, tuple[Pod, PodGroupRef | None]] = {}
+        self.derived: object = None
+        """The planner's caches for the current offerings (None after each enumeration)."""
 
     def get(
         self, pools: Sequence[PoolTemplate], daemonsets: Sequence[DaemonSet], region: str
@@ -225,7 +236,27 @@ class OptionsMemo:
             self._options = tuple(enumerate_options(pools, daemons, region))
             self._daemons = daemons
             self._inputs = (tuple(pools), tuple(daemonsets), region)
+            self.derived = None
         return self._daemons, list(self._options)
+
+    def same_options(self, options: Sequence[Option]) -> bool:
+        """Whether ``options`` are exactly the memo's current offerings (the same objects)."""
+        return _same(self._options, options)
+
+    def detect(self, pod: Pod) -> PodGroupRef | None:
+        """``detect_group(pod)``, computed once per pod object.
+
+        Pods are immutable and each is held while remembered, so an identity is never
+        recycled; the memo is emptied when it outgrows ``DETECTED_LIMIT``.
+        """
+        known = self._detected.get(id(pod))
+        if known is not None:
+            return known[1]
+        if len(self._detected) >= DETECTED_LIMIT:
+            self._detected = {}
+        ref = detect_group(pod)
+        self._detected[id(pod)] = (pod, ref)
+        return ref
 
 
 def _same(kept: Sequence[object], asked: Sequence[object]) -> bool:

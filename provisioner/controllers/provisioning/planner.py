@@ -314,14 +314,35 @@ def _launch_target(option: Option) -> tuple[str, str, str]:
 
 def _by_launch_target(
     options: Mapping[str, Option], *, best_effort: bool = False
-) -> dict[tuple[str, str, str], _TargetIndex]:
+) -> _LaunchTargets:
     """Options grouped by what one NodeClaim launch shares: pool, zone, capacity type."""
-    groups: dict[tuple[str, str, str], list[Option]] = {}
-    for option in options.values():
-        groups.setdefault(_launch_target(option), []).append(option)
-    return {
-        target: _TargetIndex(members, best_effort=best_effort) for target, members in groups.items()
-    }
+    return _LaunchTargets(options, best_effort=best_effort)
+
+
+class _LaunchTargets:
+    """The :class:`_TargetIndex` of each launch target, built when a NodeClaim first asks.
+
+    A plan usually launches into a few targets of the thousands its options span (a
+    consolidation simulation into one or none), so only those are indexed.
+    """
+
+    def __init__(self, options: Mapping[str, Option], *, best_effort: bool = False) -> None:
+        self._options = options
+        self._best_effort = best_effort
+        self._groups: dict[tuple[str, str, str], list[Option]] | None = None
+        self._indexes: dict[tuple[str, str, str], _TargetIndex] = {}
+
+    def __getitem__(self, target: tuple[str, str, str]) -> _TargetIndex:
+        index = self._indexes.get(target)
+        if index is None:
+            if self._groups is None:
+                groups: dict[tuple[str, str, str], list[Option]] = {}
+                for option in self._options.values():
+                    groups.setdefault(_launch_target(option), []).append(option)
+                self._groups = groups
+            index = _TargetIndex(self._groups[target], best_effort=self._best_effort)
+            self._indexes[target] = index
+        return index
 
 
 class _TargetIndex:
