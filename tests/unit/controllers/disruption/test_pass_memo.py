@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import structlog
 
+from cloudprovider.fake import FakeCloudProvider
 from provisioner.controllers.disruption.facts import ClusterFacts
-from provisioner.controllers.disruption.rescheduling import PoolCatalog, Simulation, simulate
+from provisioner.controllers.disruption.rescheduling import (
+    CatalogCache,
+    PoolCatalog,
+    Simulation,
+    simulate,
+)
 from provisioner.controllers.provisioning import builder, offerings, planner
 from provisioner.controllers.provisioning.builder import Build
 from provisioner.controllers.provisioning.cluster import ClusterView
@@ -30,6 +38,7 @@ from tests.unit.controllers.disruption.objects import (
     pod,
     running,
 )
+from tests.unit.controllers.disruption.world import TYPES
 
 GREEDY = PlannerConfig(policy="greedy")
 _SIZES = (("c.large", "1900m"), ("c.xlarge", "3900m"), ("c.2xlarge", "7900m"))
@@ -265,3 +274,46 @@ def test_only_the_launch_targets_a_plan_uses_are_indexed(monkeypatch: pytest.Mon
     result = simulate(crowded, catalog_of(crowded), [crowded.nodes["a"]], planner=GREEDY)
     assert len(result.new_claims) == 1
     assert len(built) == 1  # of the pool's four (zone x capacity type) targets
+
+
+def _catalogs(types: list[Any]) -> tuple[CatalogCache, FakeCloudProvider]:
+    cloud = FakeCloudProvider(instance_types=types)
+    return CatalogCache(cloud, region="", ttl=timedelta(minutes=1)), cloud
+
+
+def test_a_reloaded_catalog_with_the_same_offerings_keeps_the_memo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After the catalog TTL, equal templates are kept: the offerings are not enumerated again."""
+    enumerated: list[int] = []
+    real = offerings.enumerate_options
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        enumerated.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(offerings, "enumerate_options", counting)
+    cache, cloud = _catalogs(list(TYPES))
+    facts = _three_nodes()
+    log = structlog.get_logger()
+    first = cache.get(facts, log)
+    simulate(facts, first, [facts.nodes["a"]], planner=GREEDY)
+    later = dataclasses.replace(facts, now=facts.now + timedelta(minutes=2))
+    second = cache.get(later, log)
+    assert second is not first  # reloaded (the TTL passed) ...
+    assert second.templates()[0] is first.templates()[0]  # ... but equal: kept
+    simulate(later, second, [later.nodes["b"]], planner=GREEDY)
+    assert len(enumerated) == 1
+    # an offering marked unavailable makes the template differ: enumerated again
+    cloud.instance_types = [
+        dataclasses.replace(
+            t, offerings=tuple(o.with_available(False) for o in t.offerings[:1]) + t.offerings[1:]
+        )
+        for t in TYPES
+    ]
+    third = cache.get(dataclasses.replace(facts, now=facts.now + timedelta(minutes=4)), log)
+    assert third.templates()[0] is not first.templates()[0]
+    result = simulate(facts, third, [facts.nodes["a"]], planner=GREEDY)
+    assert len(enumerated) == 2
+    fresh = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
+    assert _outcome(result) == _outcome(fresh)
