@@ -68,7 +68,7 @@ class ProvisioningContext:
 
     def __post_init__(self) -> None:
         index: dict[GroupId, dict[str, Pod]] = {}
-        detect = self.detector or detect_group
+        detect = detect_group if self.detector is None else self.detector
         for pod in self.pods:
             if is_terminal(pod):
                 continue

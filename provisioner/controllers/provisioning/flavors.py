@@ -278,6 +278,15 @@ class _Capacity:
         return False
 
 
+def _pending_model_pods(view: ClusterView) -> list[Pod]:
+    """The view's pending llmaz model pods, in key order."""
+    model_pods = [p for p in view.pods if p.metadata.labels.get(wk.LABEL_LLMAZ_MODEL_NAME)]
+    if not model_pods:  # most views: no model pod at all, pending or not
+        return []
+    pending = dataclasses.replace(view, pods=tuple(model_pods)).pending_pods()
+    return sorted(pending, key=lambda p: p.key)
+
+
 def choose_flavors(
     view: ClusterView, models: Models, *, displaced: Mapping[str, Displaced] | None = None
 ) -> FlavorChoice:
@@ -293,10 +302,7 @@ def choose_flavors(
         PodError: for a model pod whose spec cannot be read.
     """
     displaced = displaced or {}
-    pending = sorted(
-        (pod for pod in view.pending_pods() if pod.metadata.labels.get(wk.LABEL_LLMAZ_MODEL_NAME)),
-        key=lambda p: p.key,
-    )
+    pending = _pending_model_pods(view)
     if not pending:
         return FlavorChoice(view)
     capacity: _Capacity | None = None

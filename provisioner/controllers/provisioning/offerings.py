@@ -16,7 +16,7 @@ from provisioner.apis import labels as wk
 from provisioner.apis.core import DaemonSet, Pod, Taint
 from provisioner.apis.nodepool import NodePool
 from provisioner.controllers.provisioning.podfacts import PodError, Signature, pod_facts
-from provisioner.podgroups import PodGroupRef, detect_group
+from provisioner.podgroups import DetectionMemo
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import add, subtract
@@ -32,8 +32,6 @@ __all__ = [
 ]
 
 SCHEDULING_EFFECTS: Final = ("NoSchedule", "NoExecute")
-DETECTED_LIMIT: Final = 200_000
-"""Pods whose group :meth:`OptionsMemo.detect` remembers before it starts again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,17 +200,18 @@ class OptionsMemo:
 
     :attr:`derived` is where the planner keeps what it computes from exactly these offerings
     (fit indexes, compatible offerings per signature, solver bin types): it is emptied
-    whenever the offerings are enumerated again. :meth:`detect` is ``detect_group`` remembered
-    per pod object.
+    whenever the offerings are enumerated again. :attr:`detect` is ``detect_group``
+    remembered per pod object.
     """
 
-    __slots__ = ("_daemons", "_detected", "_inputs", "_options", "derived")
+    __slots__ = ("_daemons", "_inputs", "_options", "derived", "detect")
 
     def __init__(self) -> None:
         self._inputs: tuple[tuple[object, ...], tuple[object, ...], str] | None = None
         self._daemons: DaemonOverhead | None = None
         self._options: tuple[Option, ...] = ()
-        self._detected: dict[int, tuple[Pod, PodGroupRef | None]] = {}
+        self.detect = DetectionMemo()
+        """``detect_group`` per pod object, for the views planned with this memo."""
         self.derived: object = None
         """The planner's caches for the current offerings (None after each enumeration)."""
 
@@ -238,25 +237,6 @@ class OptionsMemo:
             self._inputs = (tuple(pools), tuple(daemonsets), region)
             self.derived = None
         return self._daemons, list(self._options)
-
-    def same_options(self, options: Sequence[Option]) -> bool:
-        """Whether ``options`` are exactly the memo's current offerings (the same objects)."""
-        return _same(self._options, options)
-
-    def detect(self, pod: Pod) -> PodGroupRef | None:
-        """``detect_group(pod)``, computed once per pod object.
-
-        Pods are immutable and each is held while remembered, so an identity is never
-        recycled; the memo is emptied when it outgrows ``DETECTED_LIMIT``.
-        """
-        known = self._detected.get(id(pod))
-        if known is not None:
-            return known[1]
-        if len(self._detected) >= DETECTED_LIMIT:
-            self._detected = {}
-        ref = detect_group(pod)
-        self._detected[id(pod)] = (pod, ref)
-        return ref
 
 
 def _same(kept: Sequence[object], asked: Sequence[object]) -> bool:

@@ -18,6 +18,7 @@ import pytest
 import structlog
 
 from cloudprovider.fake import FakeCloudProvider
+from provisioner.apis.core import Pod
 from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.rescheduling import (
     CatalogCache,
@@ -29,7 +30,8 @@ from provisioner.controllers.provisioning import builder, offerings, planner
 from provisioner.controllers.provisioning.builder import Build
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.planner import PlannerConfig
-from provisioner.podgroups import detect_group
+from provisioner.podgroups import DetectionMemo, detect_group
+from provisioner.podgroups import detect as detect_module
 from tests.unit.controllers.disruption.objects import (
     catalog_of,
     claim,
@@ -240,7 +242,7 @@ def test_pod_groups_are_detected_once_per_pod_object(monkeypatch: pytest.MonkeyP
         calls.append(p.key)
         return real(p)
 
-    monkeypatch.setattr(offerings, "detect_group", counting)
+    monkeypatch.setattr(detect_module, "detect_group", counting)
     facts = _three_nodes()
     catalog = catalog_of(facts)
     simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
@@ -317,3 +319,46 @@ def test_a_reloaded_catalog_with_the_same_offerings_keeps_the_memo(
     assert len(enumerated) == 2
     fresh = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY)
     assert _outcome(result) == _outcome(fresh)
+
+
+def test_the_detection_memo_answers_as_detect_group_and_starts_again_when_told() -> None:
+    pods = [Pod.model_validate(pod(f"web-{i}")) for i in range(3)]
+    kai = Pod.model_validate(
+        pod("train-0", annotations={"pod-group-name": "train"}, schedulerName="kai-scheduler")
+    )
+    memo = DetectionMemo()
+    for p in [*pods, kai]:
+        assert memo(p) == detect_group(p)
+    assert memo(kai) is not None
+    assert len(memo) == 4
+    memo.bound(live=4)
+    assert len(memo) == 4  # within twice the live pods
+    memo.bound(live=-600)  # far more held than live: forget the earlier snapshots' pods
+    assert len(memo) == 0
+    assert memo(kai) == detect_group(kai)
+
+
+def test_the_disruption_facts_detect_each_pod_once_over_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    real = detect_group
+
+    def counting(p: Any) -> Any:
+        calls.append(p.key)
+        return real(p)
+
+    monkeypatch.setattr(detect_module, "detect_group", counting)
+    memo = DetectionMemo()
+    facts = _three_nodes()
+    first = ClusterFacts.build(facts.snapshot, facts.now, frozenset(), detector=memo)
+    for state in first.nodes.values():
+        for p in state.pods:
+            first.gang_of(p)
+    seen = len(calls)
+    assert seen == 3
+    again = ClusterFacts.build(facts.snapshot, facts.now, frozenset(), detector=memo)
+    for state in again.nodes.values():
+        for p in state.pods:
+            again.gang_of(p)
+    assert len(calls) == seen
