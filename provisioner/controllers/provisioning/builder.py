@@ -108,6 +108,9 @@ class Build:
     unschedulable: list[tuple[str, str]] = field(default_factory=list)
     explainer: Explainer = field(default_factory=lambda: Explainer((), ()))
     """Words the reasons of pods that get no capacity (NodePools, requirements, limits)."""
+    shared: dict[object, object] | None = None
+    """Where the planner may keep what it derives from ``options`` alone for later builds
+    over the same option objects (a disruption pass); None when they are this build's own."""
 
 
 def _charge_reservations(options: list[Option], nodes: Sequence[StateNode]) -> list[Option]:
@@ -179,6 +182,8 @@ class _Derived:
     existing: dict[
         tuple[int, tuple[int, ...]], tuple[StateNode, tuple[Pod, ...], _ExistingNode | None]
     ] = field(default_factory=dict)
+    planner: dict[object, object] = field(default_factory=dict)
+    """:attr:`Build.shared`: the planner's own (launch-target indexes)."""
 
 
 def _derived(memo: OptionsMemo) -> _Derived:
@@ -212,6 +217,7 @@ def build_problem(view: ClusterView) -> Build:
         class_allowed={},
         gangs={},
         explainer=Explainer(view.pools, options, view.unavailable),
+        shared=derived.planner if derived is not None else None,
     )
     pending = _provisionable(view, build, derived)
     bound = view.bound_pods()

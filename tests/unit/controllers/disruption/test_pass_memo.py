@@ -273,9 +273,15 @@ def test_only_the_launch_targets_a_plan_uses_are_indexed(monkeypatch: pytest.Mon
             running(pod("big-2", cpu="3500m"), "node-b"),
         ]
     )
-    result = simulate(crowded, catalog_of(crowded), [crowded.nodes["a"]], planner=GREEDY)
+    catalog = catalog_of(crowded)
+    result = simulate(crowded, catalog, [crowded.nodes["a"]], planner=GREEDY)
     assert len(result.new_claims) == 1
     assert len(built) == 1  # of the pool's four (zone x capacity type) targets
+    again = simulate(crowded, catalog, [crowded.nodes["b"]], planner=GREEDY)
+    assert len(again.new_claims) == 1
+    assert len(built) == 1  # the same target, indexed once in the pass
+    fresh = simulate(crowded, catalog_of(crowded), [crowded.nodes["b"]], planner=GREEDY)
+    assert _outcome(fresh) == _outcome(again)
 
 
 def _catalogs(types: list[Any]) -> tuple[CatalogCache, FakeCloudProvider]:
