@@ -185,11 +185,26 @@ class _Derived:
     planner: dict[object, object] = field(default_factory=dict)
     """:attr:`Build.shared`: the planner's own (launch-target indexes)."""
 
+    def size(self) -> int:
+        """The entries of the largest table (existing nodes are bounded by the cluster)."""
+        return max(
+            len(self.compatible),
+            len(self.fitting),
+            len(self.interned),
+            len(self.bin_types),
+            len(self.planner),
+        )
+
+
+DERIVED_LIMIT: Final = 4096
+"""Entries a memo's :class:`_Derived` table may hold before it starts again (the memo can live
+for hours while the offerings stay equal; the workloads' shapes may not)."""
+
 
 def _derived(memo: OptionsMemo) -> _Derived:
     """The memo's :class:`_Derived` (a new one after the offerings were enumerated again)."""
     derived = memo.derived
-    if not isinstance(derived, _Derived):
+    if not isinstance(derived, _Derived) or derived.size() > DERIVED_LIMIT:
         derived = _Derived()
         memo.derived = derived
     return derived

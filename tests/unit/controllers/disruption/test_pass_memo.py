@@ -368,3 +368,20 @@ def test_the_disruption_facts_detect_each_pod_once_over_passes(
         for p in state.pods:
             again.gang_of(p)
     assert len(calls) == seen
+
+
+def test_the_derived_tables_start_again_when_they_outgrow_their_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    facts = _three_nodes()
+    catalog = catalog_of(facts)
+    simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
+    kept = catalog.options.derived
+    assert kept is not None
+    simulate(facts, catalog, [facts.nodes["b"]], planner=GREEDY)
+    assert catalog.options.derived is kept
+    monkeypatch.setattr(builder, "DERIVED_LIMIT", 0)
+    result = simulate(facts, catalog, [facts.nodes["c"]], planner=GREEDY)
+    assert catalog.options.derived is not kept
+    fresh = simulate(facts, catalog_of(facts), [facts.nodes["c"]], planner=GREEDY)
+    assert _outcome(result) == _outcome(fresh)
