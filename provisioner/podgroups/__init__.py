@@ -18,7 +18,7 @@ from provisioner.podgroups.admission import (
     provisionable_verdicts,
 )
 from provisioner.podgroups.context import ProvisioningContext, build_context
-from provisioner.podgroups.detect import detect_group
+from provisioner.podgroups.detect import DetectionMemo, detect_group
 from provisioner.podgroups.fractions import (
     FractionError,
     gpu_fraction_milli,
@@ -42,6 +42,7 @@ from provisioner.podgroups.protection import (
 )
 
 __all__ = [
+    "DetectionMemo",
     "Ecosystem",
     "FractionError",
     "GroupId",

@@ -12,7 +12,7 @@ from provisioner.apis.base import parse_object
 from provisioner.apis.core import Pod, PriorityClass, is_terminal
 from provisioner.podgroups import coscheduling, jobset, kai, kueue, lws, provreq, volcano, workload
 from provisioner.podgroups.detect import detect_group
-from provisioner.podgroups.model import GroupId
+from provisioner.podgroups.model import GroupId, PodGroupRef
 
 __all__ = ["ProvisioningContext", "build_context"]
 
@@ -59,15 +59,20 @@ class ProvisioningContext:
     """``v1`` PodTemplates (of ProvisioningRequests' pod sets)."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass name to value."""
+    detector: Callable[[Pod], PodGroupRef | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """``detect_group`` or a memo of it (a caller planning many times over the same pods)."""
     members: Mapping[GroupId, tuple[Pod, ...]] = field(init=False, repr=False, compare=False)
     """Live pods per group, derived from ``pods``."""
 
     def __post_init__(self) -> None:
         index: dict[GroupId, dict[str, Pod]] = {}
+        detect = detect_group if self.detector is None else self.detector
         for pod in self.pods:
             if is_terminal(pod):
                 continue
-            ref = detect_group(pod)
+            ref = detect(pod)
             if ref is not None:
                 index.setdefault(ref.group_id, {})[pod.key] = pod
         members = {gid: tuple(pods[k] for k in sorted(pods)) for gid, pods in index.items()}
@@ -130,7 +135,7 @@ def build_context(objects: Iterable[Mapping[str, Any]]) -> ProvisioningContext:
         ApiValidationError: an object of a known kind whose fields Jointer reads are malformed
             (names the kind, the object and the field path).
     """
-    tables: dict[str, dict[str, Any]] = {name: {} for name, _, _ in _KINDS.values()}
+    tables: dict[str, Any] = {name: {} for name, _, _ in _KINDS.values()}
     pods: dict[str, Pod] = {}
     priority_classes: dict[str, int] = {}
     parsers: dict[tuple[str, str], Callable[[Mapping[str, Any]], None]] = {}

@@ -23,7 +23,7 @@ from provisioner.apis.core import Pod
 from provisioner.podgroups import coscheduling, jobset, kai, kueue, lws, provreq, volcano, workload
 from provisioner.podgroups.model import PodGroupRef
 
-__all__ = ["DETECTION_TABLE", "detect_group"]
+__all__ = ["DETECTED_SLACK", "DETECTION_TABLE", "DetectionMemo", "detect_group"]
 
 DETECTION_TABLE: Final[tuple[Callable[[Pod], PodGroupRef | None], ...]] = (
     workload.detect,
@@ -46,3 +46,38 @@ def detect_group(pod: Pod) -> PodGroupRef | None:
         if ref is not None:
             return ref
     return None
+
+
+DETECTED_SLACK: Final = 1024
+"""Pods a :class:`DetectionMemo` may hold beyond twice the live ones before starting again."""
+
+
+class DetectionMemo:
+    """``detect_group`` computed once per pod object (callable like it).
+
+    For a caller that reads the same pods many times (a disruption pass's simulations and the
+    passes that follow). Pods are immutable and each is held while remembered, so an identity
+    is never recycled; :meth:`bound` lets the caller drop the pods of earlier snapshots.
+    """
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Pod, PodGroupRef | None]] = {}
+
+    def __call__(self, pod: Pod) -> PodGroupRef | None:
+        """The pod's group, as ``detect_group`` gives it."""
+        known = self._known.get(id(pod))
+        if known is not None:
+            return known[1]
+        ref = detect_group(pod)
+        self._known[id(pod)] = (pod, ref)
+        return ref
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def bound(self, live: int) -> None:
+        """Start again when holding more than twice ``live`` pods (plus some slack)."""
+        if len(self._known) > 2 * live + DETECTED_SLACK:
+            self._known = {}

@@ -51,6 +51,7 @@ from provisioner.controllers.ports import ControllerBase, Ports
 from provisioner.controllers.provisioning.buffers import BUFFER_KIND
 from provisioner.controllers.provisioning.controller import bind_buffer_pods
 from provisioner.controllers.provisioning.planner import PlannerConfig
+from provisioner.podgroups import DetectionMemo
 from provisioner.runtime.reconciler import Request, Result
 
 __all__ = ["DisruptionController", "budget_nodes"]
@@ -138,6 +139,8 @@ class DisruptionController(ControllerBase):
         """Simulation outcomes reused while the cluster, catalog and leaving nodes are unchanged."""
         self._idle: tuple[object, datetime] | None = None
         self._failures = 0
+        self._groups = DetectionMemo()
+        """Each pod object's group, read once over the passes."""
 
     def reconcile(self, request: Request) -> Result:
         """Run one pass of the disruption loop."""
@@ -157,7 +160,10 @@ class DisruptionController(ControllerBase):
         snapshot = self._state.snapshot(now)
         if self._state.has_kind(BUFFER_KIND):  # its virtual pods hold their room
             snapshot, _ = bind_buffer_pods(snapshot, self._planner)
-        facts = ClusterFacts.build(snapshot, now, self._config.non_preemptible_priority_classes)
+        self._groups.bound(len(snapshot.pods))
+        facts = ClusterFacts.build(
+            snapshot, now, self._config.non_preemptible_priority_classes, detector=self._groups
+        )
         self._strip_stale(facts, now)
         if self._queue.failures != self._failures:
             self._failures = self._queue.failures

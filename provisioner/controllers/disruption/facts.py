@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
@@ -26,6 +26,7 @@ from provisioner.apis.core import Pod, PodDisruptionBudget, is_terminal
 from provisioner.apis.nodepool import NodePool
 from provisioner.kube.selector import LabelSelector, from_label_selector
 from provisioner.podgroups import (
+    PodGroupRef,
     ProvisioningContext,
     build_context,
     detect_group,
@@ -245,9 +246,18 @@ class ClusterFacts:
 
     @classmethod
     def build(
-        cls, snapshot: Snapshot, now: datetime, non_preemptible_classes: frozenset[str]
+        cls,
+        snapshot: Snapshot,
+        now: datetime,
+        non_preemptible_classes: frozenset[str],
+        *,
+        detector: Callable[[Pod], PodGroupRef | None] | None = None,
     ) -> ClusterFacts:
-        """Join the snapshot's Nodes, NodeClaims and pods."""
+        """Join the snapshot's Nodes, NodeClaims and pods.
+
+        ``detector`` is ``detect_group`` or a memo of it (a controller reading the same pods
+        pass after pass).
+        """
         node_of_pod = {
             pod.key: pod.spec.node_name
             for pod in snapshot.pods.values()
@@ -267,6 +277,7 @@ class ClusterFacts:
             build_context(snapshot.group_objects),
             pods=tuple(snapshot.pods.values()),
             priority_classes=dict(snapshot.priority_classes),
+            detector=detector,
         )
         return cls(
             snapshot=snapshot,
@@ -306,7 +317,8 @@ class ClusterFacts:
         """The gang the pod belongs to (a group of minimum at least 2), or None."""
         if pod.key in self._gangs:
             return self._gangs[pod.key]
-        ref = detect_group(pod)
+        detector = self.context.detector
+        ref = detect_group(pod) if detector is None else detector(pod)
         key: GangKey | None = None
         if ref is not None:
             gid = "/".join(ref.group_id)

@@ -179,8 +179,26 @@ class CatalogCache:
         if cached is not None and cached[0] == key and facts.now - cached[1] < self._ttl:
             return cached[2]
         catalog = load_catalog(facts, self._cloud, region=self._region, log=log)
+        if cached is not None:
+            catalog = _carried_over(cached[2], catalog)
         self._cached = (key, facts.now, catalog)
         return catalog
+
+
+def _carried_over(old: PoolCatalog, new: PoolCatalog) -> PoolCatalog:
+    """``new`` keeping ``old``'s template objects where they are equal, and its memo.
+
+    A reload after the TTL usually resolves the same instance types and offerings: keeping
+    the equal templates' objects keeps the offerings memo (and all the planner derived from
+    it) valid; any template that differs (a NodePool edit, an offering marked unavailable)
+    is a new object, and the memo enumerates again.
+    """
+    pools: dict[str, tuple[NodePool, PoolTemplate]] = {}
+    for name, (nodepool, template) in new.pools.items():
+        known = old.pools.get(name)
+        kept = known[1] if known is not None and known[1] == template else template
+        pools[name] = (nodepool, kept)
+    return dataclasses.replace(new, pools=pools, options=old.options)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

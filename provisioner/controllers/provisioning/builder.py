@@ -29,6 +29,7 @@ from provisioner.controllers.provisioning.offerings import (
     SCHEDULING_EFFECTS,
     DaemonOverhead,
     Option,
+    OptionsMemo,
     enumerate_options,
 )
 from provisioner.controllers.provisioning.podfacts import (
@@ -107,6 +108,9 @@ class Build:
     unschedulable: list[tuple[str, str]] = field(default_factory=list)
     explainer: Explainer = field(default_factory=lambda: Explainer((), ()))
     """Words the reasons of pods that get no capacity (NodePools, requirements, limits)."""
+    shared: dict[object, object] | None = None
+    """Where the planner may keep what it derives from ``options`` alone for later builds
+    over the same option objects (a disruption pass); None when they are this build's own."""
 
 
 def _charge_reservations(options: list[Option], nodes: Sequence[StateNode]) -> list[Option]:
@@ -150,18 +154,76 @@ class _Pending:
     carries: set[str] = field(default_factory=set)
 
 
+_SetsKey = tuple[tuple[frozenset[str], ...], frozenset[int], tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class _Derived:
+    """What :func:`build_problem` computes from one memo's offerings, kept across builds.
+
+    A disruption pass plans many times against the same offerings (the same
+    :class:`~provisioner.controllers.provisioning.offerings.Option` objects); everything here
+    is a function of those offerings and the key it is filed under, so a later build takes
+    it instead of computing it again. Existing nodes are filed under the identity of their
+    state node and bound pods (immutable, held here): the template and DaemonSets they are
+    read with are the memo's own.
+    """
+
+    device_memories: list[int] | None = None
+    fit_index: _FitIndex | None = None
+    compatible: dict[tuple[Signature, tuple[Requirements, ...]], frozenset[str]] = field(
+        default_factory=dict
+    )
+    fitting: dict[object, frozenset[str]] = field(default_factory=dict)
+    interned: dict[frozenset[str], frozenset[str]] = field(default_factory=dict)
+    bin_types: dict[_SetsKey, tuple[tuple[BinType, ...], dict[frozenset[str], frozenset[str]]]] = (
+        field(default_factory=dict)
+    )
+    existing: dict[
+        tuple[int, tuple[int, ...]], tuple[StateNode, tuple[Pod, ...], _ExistingNode | None]
+    ] = field(default_factory=dict)
+    planner: dict[object, object] = field(default_factory=dict)
+    """:attr:`Build.shared`: the planner's own (launch-target indexes)."""
+
+    def size(self) -> int:
+        """The entries of the largest table (existing nodes are bounded by the cluster)."""
+        return max(
+            len(self.compatible),
+            len(self.fitting),
+            len(self.interned),
+            len(self.bin_types),
+            len(self.planner),
+        )
+
+
+DERIVED_LIMIT: Final = 4096
+"""Entries a memo's :class:`_Derived` table may hold before it starts again (the memo can live
+for hours while the offerings stay equal; the workloads' shapes may not)."""
+
+
+def _derived(memo: OptionsMemo) -> _Derived:
+    """The memo's :class:`_Derived` (a new one after the offerings were enumerated again)."""
+    derived = memo.derived
+    if not isinstance(derived, _Derived) or derived.size() > DERIVED_LIMIT:
+        derived = _Derived()
+        memo.derived = derived
+    return derived
+
+
 def build_problem(view: ClusterView) -> Build:
     """Build the solver problem for the pending pods of ``view``.
 
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read (names the object and field).
     """
-    if view.options_memo is not None:
-        daemons, offered = view.options_memo.get(view.pools, view.daemonsets, view.region)
+    memo = view.options_memo
+    if memo is not None:
+        daemons, offered = memo.get(view.pools, view.daemonsets, view.region)
     else:
         daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
         offered = enumerate_options(view.pools, daemons, view.region)
     options = _charge_reservations(offered, view.nodes)
+    derived = _derived(memo) if memo is not None and options is offered else None
     options_by_id = {o.id: o for o in options}
     build = Build(
         problem=Problem(bin_types=(), classes=()),
@@ -170,11 +232,12 @@ def build_problem(view: ClusterView) -> Build:
         class_allowed={},
         gangs={},
         explainer=Explainer(view.pools, options, view.unavailable),
+        shared=derived.planner if derived is not None else None,
     )
-    pending = _provisionable(view, build)
+    pending = _provisionable(view, build, derived)
     bound = view.bound_pods()
-    existing = _existing_bins(view, daemons, bound)
-    compat = _Compatibility(options, existing)
+    existing = _existing_bins(view, daemons, bound, derived)
+    compat = _Compatibility(options, existing, derived)
     allowed: dict[str, frozenset[str]] = {}
     allowed_existing: dict[str, frozenset[str]] = {}
     for item in pending:
@@ -189,6 +252,7 @@ def build_problem(view: ClusterView) -> Build:
         options=options_by_id,
         existing=existing,
         build=build,
+        derived=derived,
     )
     classes, gangs = _drop_short_gangs(classes, gangs, build)
     classes, affinity = _affinities(colocations, classes, options_by_id, existing, build)
@@ -197,7 +261,7 @@ def build_problem(view: ClusterView) -> Build:
     if GPU not in resource_names and any(c.gpu_fraction_milli for c in classes):
         # fractions consume whole free devices from capacity[GPU]: it must be passed on
         resource_names = sorted([*resource_names, GPU])
-    bin_types, classes = _bin_types(classes, options_by_id, resource_names, topology)
+    bin_types, classes = _bin_types(classes, options_by_id, resource_names, topology, derived)
     build.problem = Problem(
         bin_types=bin_types,
         classes=tuple(classes),
@@ -214,9 +278,9 @@ def build_problem(view: ClusterView) -> Build:
 # --- provisionability ------------------------------------------------------------------------
 
 
-def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
+def _provisionable(view: ClusterView, build: Build, derived: _Derived | None) -> list[_Pending]:
     pending_pods = view.pending_pods()
-    device_memories_ = _device_memories(build.options.values())
+    device_memories_ = _known_device_memories(build, derived)
     verdicts = provisionable_verdicts(pending_pods, view.groups)
     keys = [_key(pod) for pod in pending_pods]
     pending_keys = set(keys)
@@ -268,6 +332,15 @@ def _provisionable(view: ClusterView, build: Build) -> list[_Pending]:
             item.gang = "/".join(verdict.group.group_id)
         result.append(item)
     return result
+
+
+def _known_device_memories(build: Build, derived: _Derived | None) -> list[int]:
+    """:func:`_device_memories` of the build's options (kept in ``derived``)."""
+    if derived is None:
+        return _device_memories(build.options.values())
+    if derived.device_memories is None:
+        derived.device_memories = _device_memories(build.options.values())
+    return derived.device_memories
 
 
 def _key(pod: Pod) -> str:
@@ -403,10 +476,16 @@ class _ExistingNode:
 class _Compatibility:
     """Which options and existing nodes each scheduling signature may use (cached)."""
 
-    def __init__(self, options: Sequence[Option], existing: Mapping[str, _ExistingNode]) -> None:
+    def __init__(
+        self,
+        options: Sequence[Option],
+        existing: Mapping[str, _ExistingNode],
+        derived: _Derived | None = None,
+    ) -> None:
         self._options = options
         self._existing = existing
         self._cache: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
+        self._compatible = derived.compatible if derived is not None else {}
 
     def allowed(
         self, key: tuple[Signature, tuple[Requirements, ...]]
@@ -417,6 +496,23 @@ class _Compatibility:
             return cached
         signature, volumes = key
         alternatives = _combine(signature.alternatives, volumes)
+        options = self._compatible.get(key)
+        if options is None:
+            options = self._compatible_options(signature, alternatives)
+            self._compatible[key] = options
+        existing = frozenset(
+            node.id
+            for node in self._existing.values()
+            if untolerated(signature.tolerations, node.taints, SCHEDULING_EFFECTS) is None
+            and any(a.matches(node.labels) for a in alternatives)
+        )
+        result = (options, existing)
+        self._cache[key] = result
+        return result
+
+    def _compatible_options(
+        self, signature: Signature, alternatives: Sequence[Requirements]
+    ) -> frozenset[str]:
         tolerated: dict[str, bool] = {}
         allowed: list[Option] = []
         for option in self._options:
@@ -432,37 +528,46 @@ class _Compatibility:
             preferred = [o for o in allowed if preference.matches(o.labels)]
             if preferred:
                 allowed = preferred
-        existing = frozenset(
-            node.id
-            for node in self._existing.values()
-            if untolerated(signature.tolerations, node.taints, SCHEDULING_EFFECTS) is None
-            and any(a.matches(node.labels) for a in alternatives)
-        )
-        result = (frozenset(o.id for o in allowed), existing)
-        self._cache[key] = result
-        return result
+        return frozenset(o.id for o in allowed)
 
 
 # --- existing capacity -----------------------------------------------------------------------
 
 
 def _existing_bins(
-    view: ClusterView, daemons: DaemonOverhead, bound: Mapping[str, Sequence[Pod]]
+    view: ClusterView,
+    daemons: DaemonOverhead,
+    bound: Mapping[str, Sequence[Pod]],
+    derived: _Derived | None = None,
 ) -> dict[str, _ExistingNode]:
     """Existing nodes and in-flight NodeClaims (state nodes) with what they have left.
 
-    ``bound`` is ``view.bound_pods()`` (by state node key).
+    ``bound`` is ``view.bound_pods()`` (by state node key). With ``derived`` a state node
+    with the same bound pods as in an earlier build is taken from there.
     """
+    known = derived.existing if derived is not None else None
+    if known is not None and len(known) > 2 * len(view.nodes) + _EXISTING_SLACK:
+        known.clear()  # older snapshots' nodes: start again
     nodes: dict[str, _ExistingNode] = {}
     for state in view.nodes:
         if state.deleting or state.unschedulable:
             continue
+        pods = bound.get(state.key, [])
+        key = (id(state), tuple(map(id, pods))) if known is not None else None
+        if known is not None and key is not None:
+            hit = known.get(key)
+            if hit is not None:
+                if hit[2] is not None:
+                    nodes[hit[2].id] = hit[2]
+                continue
         resolved = _resolved(view, state, daemons)
-        if resolved is None:
-            continue
-        labels, allocatable = resolved
-        node_bin = _node_bin(state, labels, allocatable, bound.get(state.key, []))
-        nodes[node_bin.id] = node_bin
+        node_bin = None
+        if resolved is not None:
+            labels, allocatable = resolved
+            node_bin = _node_bin(state, labels, allocatable, pods)
+            nodes[node_bin.id] = node_bin
+        if known is not None and key is not None:
+            known[key] = (state, tuple(pods), node_bin)
     return nodes
 
 
@@ -1026,6 +1131,7 @@ def _classes(
     options: Mapping[str, Option],
     existing: Mapping[str, _ExistingNode],
     build: Build,
+    derived: _Derived | None = None,
 ) -> list[PodClass]:
     groups: dict[tuple[object, ...], list[_Pending]] = {}
     for item in pending:
@@ -1039,7 +1145,7 @@ def _classes(
         )
         groups.setdefault(signature, []).append(item)
     classes: list[PodClass] = []
-    fit = _ClassFit(options, existing, allowed, allowed_existing)
+    fit = _ClassFit(options, existing, allowed, allowed_existing, derived)
     for index, (_, items) in enumerate(groups.items()):
         first = items[0]
         fitting, fitting_existing = fit.fitting(first)
@@ -1066,6 +1172,8 @@ def _classes(
     return classes
 
 
+_EXISTING_SLACK: Final = 64
+"""Existing nodes remembered beyond twice the view's before the memo starts again."""
 _EXISTING_INDEX_MIN: Final = 64
 """From this many existing nodes a class's fit is found with arrays (consolidation at scale)."""
 _INT64_SAFE: Final = 2**62
@@ -1142,14 +1250,23 @@ class _ClassFit:
         existing: Mapping[str, _ExistingNode],
         allowed: Mapping[str, frozenset[str]],
         allowed_existing: Mapping[str, frozenset[str]],
+        derived: _Derived | None = None,
     ) -> None:
-        self._index = _FitIndex(options)
+        if derived is None:
+            self._index = _FitIndex(options)
+            self._fitting: dict[object, frozenset[str]] = {}
+            self._interned: dict[frozenset[str], frozenset[str]] = {}
+        else:
+            if derived.fit_index is None:
+                derived.fit_index = _FitIndex(options)
+            self._index = derived.fit_index
+            self._fitting = derived.fitting
+            self._interned = derived.interned
         self._existing = existing
         self._existing_index = _ExistingFitIndex(existing)
         self._allowed = allowed
         self._allowed_existing = allowed_existing
         self._cache: dict[object, tuple[frozenset[str], frozenset[str]]] = {}
-        self._interned: dict[frozenset[str], frozenset[str]] = {}
         self._demand: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
 
     def fitting(self, item: _Pending) -> tuple[frozenset[str], frozenset[str]]:
@@ -1166,9 +1283,13 @@ class _ClassFit:
         )
         cached = self._cache.get(key)
         if cached is None:
-            options = self._intern(
-                self._allowed[item.facts.key] & self._index.fitting(requests, item.fraction)
-            )
+            options_key = key[:4]
+            options = self._fitting.get(options_key)
+            if options is None:
+                options = self._intern(
+                    self._allowed[item.facts.key] & self._index.fitting(requests, item.fraction)
+                )
+                self._fitting[options_key] = options
             allowed_existing = self._allowed_existing[item.facts.key]
             if len(allowed_existing) < _EXISTING_INDEX_MIN:
                 existing = frozenset(
@@ -1265,6 +1386,7 @@ def _bin_types(
     options: Mapping[str, Option],
     names: Sequence[str],
     topology: Sequence[TopologyConstraint],
+    derived: _Derived | None = None,
 ) -> tuple[tuple[BinType, ...], list[PodClass]]:
     """Solver bin types for the options some class may use, minus dominated ones.
 
@@ -1289,6 +1411,26 @@ def _bin_types(
         index = sets.setdefault(c.allowed_bin_types, len(sets))
         if bool(c.topology & zone_constraints) or c.gang is not None or c.key in zone_carriers:
             sensitive_sets.add(index)
+    # the bin types are a function of the sets (in order), which of them are zone-sensitive
+    # and the resource names: a build over the same offerings with the same ones reuses them
+    memo_key = (tuple(sets), frozenset(sensitive_sets), tuple(names))
+    known = derived.bin_types.get(memo_key) if derived is not None else None
+    if known is None:
+        known = _bin_types_of(sets, sensitive_sets, options, names)
+        if derived is not None:
+            derived.bin_types[memo_key] = known
+    bin_types, narrowed = known
+    restricted = [replace(c, allowed_bin_types=narrowed[c.allowed_bin_types]) for c in classes]
+    return bin_types, restricted
+
+
+def _bin_types_of(
+    sets: Mapping[frozenset[str], int],
+    sensitive_sets: set[int],
+    options: Mapping[str, Option],
+    names: Sequence[str],
+) -> tuple[tuple[BinType, ...], dict[frozenset[str], frozenset[str]]]:
+    """The bin types of the options the ``sets`` allow, and each set cut to the kept ones."""
     users: dict[str, list[int]] = defaultdict(list)
     for allowed_set, index in sets.items():
         for o in allowed_set:
@@ -1327,8 +1469,7 @@ def _bin_types(
         for o in sorted(kept, key=lambda o: (o.price, o.id))
     )
     narrowed = {ids: ids & kept_ids for ids in sets}
-    restricted = [replace(c, allowed_bin_types=narrowed[c.allowed_bin_types]) for c in classes]
-    return bin_types, restricted
+    return bin_types, narrowed
 
 
 def _undominated(members: Sequence[Option], units: Mapping[str, Mapping[str, int]]) -> list[Option]:

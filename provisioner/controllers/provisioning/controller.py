@@ -208,10 +208,15 @@ def build_view(
         without_preferences(pod) if ignore_preferences else pod
         for pod in (*asked.placeholders, *asked.pending, *extra_pods)
     )
+    detector = None
+    if options_memo is not None:
+        detector = options_memo.detect
+        detector.bound(len(pods))
     groups = dataclasses.replace(
         context,
         pods=tuple(pods),
         priority_classes=dict(snapshot.priority_classes),
+        detector=detector,
     )
     return ClusterView(
         pods=tuple(pods),

@@ -234,8 +234,13 @@ class _Capacity:
     """What a flavor may take now: available offerings, and room counted down per pod."""
 
     def __init__(self, view: ClusterView) -> None:
-        daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
-        self.options: list[Option] = enumerate_options(view.pools, daemons, view.region)
+        memo = view.options_memo
+        if memo is not None:  # a disruption pass: the offerings its simulations share
+            daemons, options = memo.get(view.pools, view.daemonsets, view.region)
+        else:
+            daemons = DaemonOverhead.from_daemonsets(view.daemonsets)
+            options = enumerate_options(view.pools, daemons, view.region)
+        self.options: list[Option] = options
         self.rooms = existing_room(view, daemons)
         self._signatures: dict[str, Signature] = {}
         self._requests: RequestsCache = {}
@@ -273,6 +278,15 @@ class _Capacity:
         return False
 
 
+def _pending_model_pods(view: ClusterView) -> list[Pod]:
+    """The view's pending llmaz model pods, in key order."""
+    model_pods = [p for p in view.pods if p.metadata.labels.get(wk.LABEL_LLMAZ_MODEL_NAME)]
+    if not model_pods:  # most views: no model pod at all, pending or not
+        return []
+    pending = dataclasses.replace(view, pods=tuple(model_pods)).pending_pods()
+    return sorted(pending, key=lambda p: p.key)
+
+
 def choose_flavors(
     view: ClusterView, models: Models, *, displaced: Mapping[str, Displaced] | None = None
 ) -> FlavorChoice:
@@ -288,10 +302,7 @@ def choose_flavors(
         PodError: for a model pod whose spec cannot be read.
     """
     displaced = displaced or {}
-    pending = sorted(
-        (pod for pod in view.pending_pods() if pod.metadata.labels.get(wk.LABEL_LLMAZ_MODEL_NAME)),
-        key=lambda p: p.key,
-    )
+    pending = _pending_model_pods(view)
     if not pending:
         return FlavorChoice(view)
     capacity: _Capacity | None = None

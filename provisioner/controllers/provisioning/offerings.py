@@ -16,6 +16,7 @@ from provisioner.apis import labels as wk
 from provisioner.apis.core import DaemonSet, Pod, Taint
 from provisioner.apis.nodepool import NodePool
 from provisioner.controllers.provisioning.podfacts import PodError, Signature, pod_facts
+from provisioner.podgroups import DetectionMemo
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
 from provisioner.scheduling.resources import add, subtract
@@ -196,14 +197,23 @@ class OptionsMemo:
     DaemonSet objects; each would enumerate the same offerings again. Reuse is by identity of
     those objects (they are immutable and held here, so an identity cannot be recycled), so any
     new template or DaemonSet (a NodePool or catalog change, a DaemonSet update) recomputes.
+
+    :attr:`derived` is where the planner keeps what it computes from exactly these offerings
+    (fit indexes, compatible offerings per signature, solver bin types): it is emptied
+    whenever the offerings are enumerated again. :attr:`detect` is ``detect_group``
+    remembered per pod object.
     """
 
-    __slots__ = ("_daemons", "_inputs", "_options")
+    __slots__ = ("_daemons", "_inputs", "_options", "derived", "detect")
 
     def __init__(self) -> None:
         self._inputs: tuple[tuple[object, ...], tuple[object, ...], str] | None = None
         self._daemons: DaemonOverhead | None = None
         self._options: tuple[Option, ...] = ()
+        self.detect = DetectionMemo()
+        """``detect_group`` per pod object, for the views planned with this memo."""
+        self.derived: object = None
+        """The planner's caches for the current offerings (None after each enumeration)."""
 
     def get(
         self, pools: Sequence[PoolTemplate], daemonsets: Sequence[DaemonSet], region: str
@@ -225,6 +235,7 @@ class OptionsMemo:
             self._options = tuple(enumerate_options(pools, daemons, region))
             self._daemons = daemons
             self._inputs = (tuple(pools), tuple(daemonsets), region)
+            self.derived = None
         return self._daemons, list(self._options)
 
 

@@ -150,7 +150,7 @@ def _to_plan(
     room = _LimitRoom(build, [build.options[b.bin_type] for b in solution.new_bins])
     fraction_of = {c.key: c.gpu_fraction_milli for c in build.problem.classes}
     gang_of = {c.key: c.gang for c in build.problem.classes if c.gang is not None}
-    launchable = _by_launch_target(build.options, best_effort=best_effort)
+    launchable = _by_launch_target(build.options, best_effort=best_effort, shared=build.shared)
     for index, new_bin in enumerate(solution.new_bins):
         option = build.options[new_bin.bin_type]
         pods = [
@@ -313,15 +313,56 @@ def _launch_target(option: Option) -> tuple[str, str, str]:
 
 
 def _by_launch_target(
-    options: Mapping[str, Option], *, best_effort: bool = False
-) -> dict[tuple[str, str, str], _TargetIndex]:
+    options: Mapping[str, Option],
+    *,
+    best_effort: bool = False,
+    shared: dict[object, object] | None = None,
+) -> _LaunchTargets:
     """Options grouped by what one NodeClaim launch shares: pool, zone, capacity type."""
-    groups: dict[tuple[str, str, str], list[Option]] = {}
-    for option in options.values():
-        groups.setdefault(_launch_target(option), []).append(option)
-    return {
-        target: _TargetIndex(members, best_effort=best_effort) for target, members in groups.items()
-    }
+    return _LaunchTargets(options, best_effort=best_effort, shared=shared)
+
+
+class _LaunchTargets:
+    """The :class:`_TargetIndex` of each launch target, built when a NodeClaim first asks.
+
+    A plan usually launches into a few targets of the thousands its options span (a
+    consolidation simulation into one or none), so only those are indexed. With ``shared``
+    (:attr:`Build.shared`: the options are a disruption pass's, the same objects build after
+    build) the grouping and the indexes are kept there for the next plans.
+    """
+
+    def __init__(
+        self,
+        options: Mapping[str, Option],
+        *,
+        best_effort: bool = False,
+        shared: dict[object, object] | None = None,
+    ) -> None:
+        self._options = options
+        self._best_effort = best_effort
+        self._shared: dict[object, object] = {} if shared is None else shared
+
+    def __getitem__(self, target: tuple[str, str, str]) -> _TargetIndex:
+        key = ("launch-target", target, self._best_effort)
+        index = self._shared.get(key)
+        if not isinstance(index, _TargetIndex):
+            index = _TargetIndex(self._groups()[target], best_effort=self._best_effort)
+            self._shared[key] = index
+        return index
+
+    def _groups(self) -> _TargetGroups:
+        known = self._shared.get("launch-targets")
+        if isinstance(known, _TargetGroups):
+            return known
+        groups = _TargetGroups()
+        for option in self._options.values():
+            groups.setdefault(_launch_target(option), []).append(option)
+        self._shared["launch-targets"] = groups
+        return groups
+
+
+class _TargetGroups(dict[tuple[str, str, str], list[Option]]):
+    """The options of each launch target."""
 
 
 class _TargetIndex:
