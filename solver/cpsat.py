@@ -54,9 +54,9 @@ ends the search earlier, as does a gap within ``relative_gap`` after the fluid b
 CP-SAT stops when it has not improved for ``max(0.2 s, 30 %)`` of its running time
 (wall-clock runs only; with ``deterministic_time`` the run is reproducible and only the
 limits apply). The better greedy plan is polished to the end (never past the time limit, nor
-for more CPU time than the planning step's budget: a busy machine polishes it as far as a
-quiet one); later plans up to 5 % past the budget, and the first of them for at least 10 % of
-the planning step's budget even when it comes later (never past the time limit).
+for longer than the planning step's budget once that is spent);
+later plans up to 5 % past the budget, and the first of them for at least 10 % of the
+planning step's budget even when it comes later (never past the time limit).
 
 Lower bound: the maximum of the fluid LP bound and the Farley pattern bound (the LP value
 itself once exact pricing proves convergence), for exactly the pods the returned plan puts
@@ -699,12 +699,11 @@ def _solve_tier(
     fluid = fluid_bound(filtered, demand, deadline=min(hard, max(soft, time.monotonic()) + 1.0))
     log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     # the best greedy plan is polished first and to the end (the time limit allowing): it is
-    # the plan every later phase must beat, and the one kept when the budget runs out; for at
-    # most the planning step's budget in CPU time (quiet, 2 cores: 0.16 s of 0.4 s at 1k pods,
-    # 0.65 s of 1.6 s at 5k, 1.4 s of 3.1 s at 10k), so that a busy machine, where the wall
-    # clock runs faster than the work, polishes it as far as a quiet one
+    # the plan every later phase must beat, and the one kept when the budget runs out; on a
+    # busy machine at most for as long again as the planning step's budget (quiet, 2 cores:
+    # 0.16 s of 0.4 s at 1k pods, 0.65 s of 1.6 s at 5k, 1.4 s of 3.1 s at 10k)
     step = soft - start + spent
-    consider(greedy, "emptied greedy", valid=True, until=hard, work=step)
+    consider(greedy, "emptied greedy", valid=True, until=max(soft, time.monotonic() + step))
     _polish_others(incumbent, candidates, fluid, config.relative_gap, soft)
 
     def finish(bound: int) -> Solution:
@@ -852,19 +851,12 @@ class _Incumbent:
         self.log = log
 
     def consider(
-        self,
-        plan: Solution | None,
-        what: str,
-        *,
-        valid: bool = False,
-        until: float | None = None,
-        work: float | None = None,
+        self, plan: Solution | None, what: str, *, valid: bool = False, until: float | None = None
     ) -> None:
         """Keep ``plan``, with its bins emptied into each other, if valid and better.
 
         ``valid``: the plan is known to be valid (validated already). ``until``: polish until
-        then (never past the time limit) instead of the budget's polish time and first slice;
-        ``work``: and for at most this many seconds of CPU time (``improve``'s ``work``).
+        then (never past the time limit) instead of the budget's polish time and first slice.
         """
         if plan is None:
             return
@@ -878,7 +870,7 @@ class _Incumbent:
             if time.monotonic() < until:
                 self.first = 0.0
         if time.monotonic() < until:
-            polished = improve(self.problem, plan, deadline=until, work=work)
+            polished = improve(self.problem, plan, deadline=until)
         # the moves keep every rule: the raw plan is validated only when they broke one
         if polished is not plan and not violations(self.problem, polished):
             plan = polished

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -866,10 +866,10 @@ class _Consolidation:
             rest = rest[k + 1 :]
         return chosen
 
-    def run(self, members: list[_Bin], late: Callable[[], bool]) -> list[_Bin]:
+    def run(self, members: list[_Bin], deadline: float | None) -> list[_Bin]:
         """Consolidate ``members`` (merged bins are appended to it); return the new bins."""
         made: list[_Bin] = []
-        while not late():
+        while deadline is None or time.monotonic() < deadline:
             live = [b for b in members if b.alive]
             sets = self._sets(live) if len(live) >= _PAIR else []
             if not sets:
@@ -931,13 +931,7 @@ def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
     return out
 
 
-def improve(
-    problem: Problem,
-    plan: Solution,
-    *,
-    deadline: float | None = None,
-    work: float | None = None,
-) -> Solution:
+def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
     """Return ``plan`` with bins emptied, merged or shrunk (``plan`` itself when none saves).
 
     Per zone and pool: bins are emptied into the room of others, then (per pool) into others
@@ -946,13 +940,11 @@ def improve(
     bins shrink (``_Swaps``); each move in every domain before the next, so the cheaper moves
     are done when the deadline comes.
 
-    Stops at ``deadline`` (a ``time.monotonic()`` value), or once it has used ``work``
-    seconds of this thread's CPU time (``time.thread_time``: the same moves on a busy machine
-    as on a quiet one), keeping the moves made so far.
+    Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
     if len(plan.new_bins) < _PAIR:
         return plan
-    search = _Search(problem, plan, deadline, work)
+    search = _Search(problem, plan, deadline)
     changed = False
     # cheap moves first, in every domain, then dearer ones, as time allows
     for key, members in search.domains.items():
@@ -976,10 +968,7 @@ def improve(
 class _Search:
     """One ``improve`` run: the plan's bins per domain, the offerings and the limits."""
 
-    def __init__(
-        self, problem: Problem, plan: Solution, deadline: float | None, work: float | None
-    ) -> None:
-        self.cpu_deadline = None if work is None else time.thread_time() + work
+    def __init__(self, problem: Problem, plan: Solution, deadline: float | None) -> None:
         self.rules = _Rules(problem)
         self.bins = [self.rules.load(nb) for nb in plan.new_bins]
         self.names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
@@ -992,9 +981,7 @@ class _Search:
         self.deadline = deadline
 
     def _late(self) -> bool:
-        return (self.deadline is not None and time.monotonic() > self.deadline) or (
-            self.cpu_deadline is not None and time.thread_time() > self.cpu_deadline
-        )
+        return self.deadline is not None and time.monotonic() > self.deadline
 
     def empty(self, _key: tuple[str, str], members: list[_Bin]) -> bool:
         """Empty the domain's bins into each other's room."""
@@ -1017,7 +1004,7 @@ class _Search:
         alive = sum(b.alive for b in members)
         if alive < _PAIR or alive * len(offerings) > _CONSOLIDATE_WORK or self._late():
             return False
-        made = _Consolidation(self.rules, offerings, self.ledger).run(members, self._late)
+        made = _Consolidation(self.rules, offerings, self.ledger).run(members, self.deadline)
         self.bins.extend(made)
         return bool(made)
 

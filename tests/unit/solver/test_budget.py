@@ -1,11 +1,9 @@
 import time
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 
 from solver import cpsat
-from solver import improve as improve_module
 from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
 from solver.cpsat import _MERGED, _PLAIN, _columns_deadline, _Incumbent, budget_seconds, solve
@@ -131,12 +129,9 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
 
     deadlines: list[float | None] = []
 
-    budgets: list[float | None] = []
-
-    def polish(problem, plan, *, deadline=None, work=None):
+    def polish(problem, plan, *, deadline=None):
         deadlines.append(deadline)
-        budgets.append(work)
-        return improve(problem, plan, deadline=deadline, work=work)
+        return improve(problem, plan, deadline=deadline)
 
     monkeypatch.setattr(cpsat, "_greedy_tiers", slow)
     monkeypatch.setattr(cpsat, "_dive_plans", dive)
@@ -144,31 +139,9 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
     config = SolverConfig(time_limit_seconds=5, num_workers=1, colgen_rounds=2)
     s = solve(p, config)
     assert dives == []
-    # polished for at most the step's budget (the greedy second) in CPU time, and never past
-    # the time limit
-    assert deadlines[0] == pytest.approx(105.0)
-    assert budgets[0] == pytest.approx(1.0)
+    # polished for as long again as the step's budget (the greedy second), not to the limit
+    assert deadlines[0] == pytest.approx(102.0)
     best = min((karpenter_ffd(p), cost_aware_ffd(p)), key=cpsat._quality)
     # the best greedy plan is still polished to the end (the clock stands still here)
     assert s.cost_micros == improve(p, best).cost_micros < best.cost_micros
-    assert violations(p, s) == []
-
-
-def test_a_busy_machine_polishes_the_best_greedy_plan_as_far_as_a_quiet_one(monkeypatch) -> None:
-    """The greedy polish is bounded in CPU time: a wall clock that runs ahead changes nothing."""
-    p = diverse(60)
-    best = min((karpenter_ffd(p), cost_aware_ffd(p)), key=cpsat._quality)
-    quiet = improve(p, best)
-    assert quiet.cost_micros < best.cost_micros
-    clock = [time.monotonic()]
-
-    def busy() -> float:
-        clock[0] += 0.05  # each reading in the polish 50 ms later: others use the cores
-        return clock[0]
-
-    monkeypatch.setattr(
-        improve_module, "time", SimpleNamespace(monotonic=busy, thread_time=time.thread_time)
-    )
-    s = solve(p, SolverConfig(time_limit_seconds=1e6, num_workers=1))
-    assert s.cost_micros <= quiet.cost_micros
     assert violations(p, s) == []

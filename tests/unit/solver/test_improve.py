@@ -168,13 +168,6 @@ def test_a_passed_deadline_changes_nothing() -> None:
     assert improve(p, start, deadline=time.monotonic() - 1) is start
 
 
-def test_a_spent_cpu_budget_changes_nothing_and_an_ample_one_does_not_stop_it() -> None:
-    p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 3, 1000, 1024, ["m"]),))
-    start = _plan(p, [("m", {"a": 2}), ("m", {"a": 1})])
-    assert improve(p, start, work=-1.0) is start
-    assert improve(p, start, work=60.0).cost_micros == 400
-
-
 def _gpu_problem(**eight: object) -> Problem:
     one = bt("g1", 4000, 16384, 120, gpus=1)
     big = bt("g8", 36000, 131072, 800, gpus=8, **eight)  # type: ignore[arg-type]
