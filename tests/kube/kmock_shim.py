@@ -5,7 +5,9 @@ Adds: uid/resourceVersion/generation/creationTimestamp stamping and `generateNam
 (201); resourceVersion preconditions (409) and bumps on PATCH, PUT (replace) and DELETE;
 `status` subresource patches that touch only `status`; DELETE preconditions and finalizers;
 `pods/eviction` (PDB-checked with `provisioner.kube.pdb`, then delete); label selectors on
-lists and watches; watches that skip objects at or before the requested resourceVersion;
+lists and watches; watches from a resourceVersion that replay what changed after it, deletions
+included (the live objects changed since, then the deletions since, then the bus, with the snapshot
+and the bus subscription taken under one lock so nothing falls between two watches);
 `/version/` and `/apis/`; and `expire_next_watch()` (the next watch answers 410 Expired).
 
 Authorization, as the API server does it: a request carrying the controller's bearer token
@@ -120,6 +122,8 @@ class ShimEmulator(KubernetesEmulator):
     authorize: Authorize | None = None
     _rv: int = attrs.field(default=0, init=False)
     _expire_next: set[str] = attrs.field(factory=set, init=False)
+    _tombstones: list[tuple[Any, dict[str, Any]]] = attrs.field(factory=list, init=False)
+    """Every DELETED event so far, in resourceVersion order, for watches that resume."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -242,6 +246,7 @@ class ShimEmulator(KubernetesEmulator):
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             self._objects[key].create(updated)
             self._objects[key].delete()
+            self._tombstones.append((key[0], {"type": "DELETED", "object": copy.deepcopy(updated)}))
             event = "DELETED"
         else:
             self._objects[key].create(updated)
@@ -312,10 +317,15 @@ class ShimEmulator(KubernetesEmulator):
         return answer
 
     async def _serve_watch(self, request: rendering.Request) -> Any:
+        """Resume from `?resourceVersion`: what changed after it (deletions too), then the bus.
+
+        kmock's own watch takes its snapshot and joins the bus at different moments and never
+        replays deletions, so a change between two watch requests could be lost for good.
+        """
         assert request.resource is not None
+        yield b""  # the headers go out at once, as the API server sends them
         if request.resource.plural in self._expire_next:
             self._expire_next.discard(request.resource.plural)
-            yield b""
             yield {
                 "type": "ERROR",
                 "object": {
@@ -328,14 +338,35 @@ class ShimEmulator(KubernetesEmulator):
             return
         selector = parse_label_selector(request.params.get("labelSelector"))
         since = int(request.params.get("resourceVersion") or 0)
-        async for event in super()._serve_watch(request):
-            if isinstance(event, dict):
-                meta = event.get("object", {}).get("metadata", {})
-                if int(meta.get("resourceVersion") or 0) <= since:
-                    continue
-                if not selector.matches(meta.get("labels")):
-                    continue
-            yield event
+
+        def wanted(event: dict[str, Any]) -> bool:
+            meta = event.get("object", {}).get("metadata", {})
+            return (
+                (request.namespace is None or meta.get("namespace") == request.namespace)
+                and (request.name is None or meta.get("name") == request.name)
+                and int(meta.get("resourceVersion") or 0) > since
+                and selector.matches(meta.get("labels"))
+            )
+
+        bus = self._buses[request.resource]
+        async with self._lock:
+            marker = await bus.mark()
+            backlog = [
+                {"type": "ADDED", "object": copy.deepcopy(o.raw)}
+                for (res, _, _), o in self._objects.items()
+                if res == request.resource and not o.deleted
+            ]
+            if since:
+                backlog += [e for res, e in self._tombstones if res == request.resource]
+        try:
+            for event in sorted(backlog, key=_event_rv):
+                if wanted(event):
+                    yield event
+            async for event in bus.stream(since=marker):
+                if isinstance(event, dict) and wanted(event):
+                    yield event
+        finally:
+            await bus.unmark(marker)
 
 
 class EmulatorThread:
@@ -393,6 +424,10 @@ class EmulatorThread:
             return fn()
 
         return self._run(wrapper())
+
+
+def _event_rv(event: dict[str, Any]) -> int:
+    return int(event.get("object", {}).get("metadata", {}).get("resourceVersion") or 0)
 
 
 def dumps(obj: Any) -> str:

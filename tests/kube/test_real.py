@@ -143,6 +143,22 @@ def test_watch_streams_changes_after_resource_version(kube):
     )
 
 
+def test_a_deletion_between_two_watches_is_replayed(kube):
+    """An informer that resumes from its resourceVersion must learn of a deletion it missed."""
+    kube.create(NODES, {"metadata": {"name": "n1"}})
+    kube.create(NODES, {"metadata": {"name": "n2"}})
+    rv = kube.list(NODES).resource_version
+    kube.delete(NODES, "n1")
+    kube.merge_patch(NODES, "n2", {"metadata": {"labels": {"a": "b"}}})
+    events = list(kube.watch(NODES, resource_version=rv, timeout=WATCH_TIMEOUT))
+    assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
+        (WatchEventType.DELETED, "n1"),
+        (WatchEventType.ADDED, "n2"),
+    ]
+    later = kube.list(NODES).resource_version
+    assert list(kube.watch(NODES, resource_version=later, timeout=WATCH_TIMEOUT)) == []
+
+
 def test_watch_expiry_raises_gone_and_informer_relists(api, kube):
     seen = []
     informer = Informer(
