@@ -348,6 +348,7 @@ def simulate(
         view = build_view(
             sub, catalog.templates(), region=catalog.region, options_memo=catalog.options
         )
+        view = dataclasses.replace(view, leaving=_still_held(snapshot, removed_claims))
         choice = choose_flavors(
             _fence(view),
             openmodels(snapshot.group_objects),
@@ -357,6 +358,15 @@ def simulate(
     except PodError as error:
         return Simulation(displaced=displaced, failure=str(error))
     return _outcome(displaced, result, facts)
+
+
+def _still_held(snapshot: Snapshot, claims: Collection[str]) -> tuple[StateNode, ...]:
+    """The state nodes of ``claims``: taken out of the simulation, still held until gone."""
+    return tuple(
+        state
+        for state in snapshot.state_nodes.values()
+        if state.claim_name in claims and state.managed
+    )
 
 
 def _flavor_moves(facts: ClusterFacts, displaced: Mapping[str, Pod]) -> dict[str, Displaced]:

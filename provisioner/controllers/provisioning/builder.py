@@ -1525,11 +1525,13 @@ def _first_undominated(vectors: Sequence[tuple[int, ...]]) -> list[int]:
 def _limits(view: ClusterView, names: Sequence[str]) -> list[PoolLimit]:
     """What each limited NodePool has left: its limits minus the capacity of its nodes.
 
-    An in-flight NodeClaim not yet launched counts as its largest instance type, since
-    CreateFleet may launch any of them.
+    Every NodeClaim that exists counts, the view's ``leaving`` ones too (as Karpenter's
+    docs put it, provisioning resumes once nodes have been terminated). An in-flight
+    NodeClaim not yet launched counts as its largest instance type, since CreateFleet may
+    launch any of them.
     """
     usage_of: dict[str, dict[str, int]] = {}
-    for state in view.nodes:
+    for state in (*view.nodes, *view.leaving):
         if not state.pool:
             continue
         capacity = state.capacity

@@ -45,6 +45,10 @@ class ClusterView:
             types), with why; named in the reasons of the pods they might have taken.
         options_memo: where a run of planning steps over the same pools and DaemonSets
             (a disruption pass's simulations) keeps the offerings it enumerated.
+        leaving: state nodes a simulation takes out of ``nodes`` whose NodeClaims still exist
+            (disruption candidates, interrupted or deleting nodes): nothing is placed on
+            them, but their capacity counts against their NodePool's limits until they are
+            gone, so a replacement never takes a NodePool above its limits.
     """
 
     pods: Sequence[Pod]
@@ -58,6 +62,7 @@ class ClusterView:
     region: str = ""
     unavailable: Sequence[UnavailablePool] = ()
     options_memo: OptionsMemo | None = field(default=None, compare=False, repr=False)
+    leaving: Sequence[StateNode] = ()
 
     def pool(self, name: str) -> PoolTemplate | None:
         """The pool template called ``name``, if it is ready."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from cloudprovider.interruption import DisruptionAction, DisruptionKind, DisruptionRequest
 from provisioner.kube.resource import NODE_POOLS, NODES
@@ -28,6 +29,23 @@ def interrupt(world: World, source: FakeInterruptionSource, kind=DisruptionKind.
         )
     )
     return claim, provider_id
+
+
+def interrupt_all(world: World, source: FakeInterruptionSource, claims: list[Any]) -> None:
+    """A spot interruption warning for each of ``claims`` at once."""
+    for index, claim in enumerate(claims):
+        instance = world.cloud.created[claim["status"]["providerID"]]
+        world.cloud.mark_unavailable("spot", instance.instance_type, instance.zone)
+        source.pending.append(
+            DisruptionRequest(
+                kind=DisruptionKind.SPOT_INTERRUPTED,
+                action=DisruptionAction.CORDON_AND_DRAIN,
+                instance_id=instance.instance_id,
+                nodeclaim=claim["metadata"]["name"],
+                message_id=f"m-{index}",
+                event_time=world.clock.now(),
+            )
+        )
 
 
 def test_replacement_is_ready_before_the_interrupted_node_is_gone():
@@ -143,19 +161,7 @@ def test_replacements_are_sized_for_their_own_nodes_pods_only():
     world.run(60)
     claims = world.claims()
     assert len(claims) == 2
-    for index, claim in enumerate(claims):
-        instance = world.cloud.created[claim["status"]["providerID"]]
-        world.cloud.mark_unavailable("spot", instance.instance_type, instance.zone)
-        source.pending.append(
-            DisruptionRequest(
-                kind=DisruptionKind.SPOT_INTERRUPTED,
-                action=DisruptionAction.CORDON_AND_DRAIN,
-                instance_id=instance.instance_id,
-                nodeclaim=claim["metadata"]["name"],
-                message_id=f"m-{index}",
-                event_time=world.clock.now(),
-            )
-        )
+    interrupt_all(world, source, claims)
     world.deploy("pending", 1, cpu="6")
     world.run(3)
     interrupted = {c["metadata"]["name"] for c in claims}
@@ -179,3 +185,43 @@ def test_replacements_are_sized_for_their_own_nodes_pods_only():
     # each replacement may still launch as the smallest type its one pod needs (the 6-CPU
     # pending pod's own NodeClaim cannot)
     assert sum("c.large" in listed for listed in types) == 2, types
+
+
+def test_replacements_stay_within_the_nodepools_limits():
+    """Replace-before-delete at a NodePool's limits: the interrupted NodeClaims still count until
+    they are gone, so only the replacements that fit are bought first; the other pod waits for
+    an interrupted node to go and is then provisioned, inside the limits throughout."""
+    source = FakeInterruptionSource()
+    world = World(interruption=source)
+    pool = nodepool(disruption={"consolidateAfter": "Never"})
+    pool["spec"]["limits"] = {"cpu": "6"}
+    world.create(NODE_POOLS, pool)
+    world.run(1)
+    world.deploy("a", 1, cpu="1200m")
+    world.run(60)
+    world.deploy("b", 1, cpu="1200m")
+    world.run(60)
+    claims = world.claims()
+    assert [c["status"]["capacity"]["cpu"] for c in claims] == ["2", "2"]
+    held: list[int] = []
+
+    def cpu_held(w: World) -> None:
+        capacities = (c.get("status", {}).get("capacity", {}) for c in w.claims())
+        held.append(sum(int(capacity.get("cpu", "0")) for capacity in capacities))
+
+    world.checks.append(cpu_held)
+    interrupt_all(world, source, claims)
+    world.run(3)
+    created = world.metric(
+        "karpenter_nodeclaims_created_total",
+        reason="spot_interrupted",
+        nodepool="default",
+        min_values_relaxed="false",
+    )
+    assert created == 1  # 2 + 2 held, room for one more c.large under 6 CPU
+    world.run(300)
+    assert not world.pending()
+    assert {c["metadata"]["name"] for c in world.claims()}.isdisjoint(
+        c["metadata"]["name"] for c in claims
+    )
+    assert max(held) <= 6, held
