@@ -30,7 +30,7 @@ Pod lifecycle: a pod bound to a Ready node starts *Running*; a pod annotated
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
@@ -311,19 +311,37 @@ class Kubelet:
 
     def _untaint(self, name: str) -> JsonObject | None:
         """Drop the not-ready and startup taints; the Node as it was, None if gone."""
+
+        def ready(node: JsonObject, taints: list[JsonObject]) -> list[JsonObject] | None:
+            if is_deleting(node):
+                return None
+            startup = self._startup_taints(node)
+            return [
+                t
+                for t in taints
+                if t.get("key") != wk.TAINT_NOT_READY and _taint_key(t) not in startup
+            ]
+
+        return self._patch_taints(name, ready)
+
+    def _patch_taints(
+        self,
+        name: str,
+        edit: Callable[[JsonObject, list[JsonObject]], list[JsonObject] | None],
+    ) -> JsonObject | None:
+        """Replace a Node's taints with ``edit(node, taints)`` under its resourceVersion.
+
+        Retried on conflicts; the Node as it was before the patch, or None when it is gone,
+        ``edit`` declines (returns None) or the conflicts do not stop.
+        """
         for _ in range(_CONFLICT_RETRIES):
             try:
                 node = self._kube.get(NODES, name)
             except NotFoundError:
                 return None
-            if is_deleting(node):
+            taints = edit(node, list((node.get("spec") or {}).get("taints") or []))
+            if taints is None:
                 return None
-            startup = self._startup_taints(node)
-            taints = [
-                t
-                for t in (node.get("spec") or {}).get("taints") or []
-                if t.get("key") != wk.TAINT_NOT_READY and _taint_key(t) not in startup
-            ]
             try:
                 self._kube.merge_patch(
                     NODES,
@@ -371,31 +389,15 @@ class Kubelet:
         """Mark a silent Node ``Ready=Unknown`` and unreachable; its pods not Ready, then gone."""
         now = self._timeline.clock.now()
         added = format_time(now)
-        for _ in range(_CONFLICT_RETRIES):
-            try:
-                node = self._kube.get(NODES, name)
-            except NotFoundError:
-                return
-            taints = [
-                t
-                for t in (node.get("spec") or {}).get("taints") or []
-                if t.get("key") != wk.TAINT_UNREACHABLE
-            ]
-            taints += [
+
+        def unreachable(_: JsonObject, taints: list[JsonObject]) -> list[JsonObject]:
+            return [t for t in taints if t.get("key") != wk.TAINT_UNREACHABLE] + [
                 {"key": wk.TAINT_UNREACHABLE, "effect": effect, "timeAdded": added}
                 for effect in (wk.TAINT_EFFECT_NO_SCHEDULE, wk.TAINT_EFFECT_NO_EXECUTE)
             ]
-            try:
-                self._kube.merge_patch(
-                    NODES,
-                    name,
-                    {"spec": {"taints": taints}},
-                    resource_version=node["metadata"]["resourceVersion"],
-                )
-            except ConflictError:
-                continue
-            break
-        else:
+
+        node = self._patch_taints(name, unreachable)
+        if node is None:
             return
         conditions = (node.get("status") or {}).get("conditions")
         self._kube.patch_status(
