@@ -9,6 +9,7 @@ from typing import Any
 from cloudprovider.fake import FakeCloudProvider
 from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.rescheduling import PoolCatalog, load_catalog
+from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.kube.event import format_time
 from provisioner.runtime.clock import FakeClock
 from provisioner.state.cluster import TRACKED_RESOURCES, ClusterState
@@ -16,6 +17,8 @@ from tests.unit.controllers.disruption.world import TYPES, nodepool, pod
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 EARLIER = datetime(2026, 1, 1, 10, tzinfo=UTC)
+GREEDY = PlannerConfig(policy="greedy")
+"""The planner settings of the simulations the tests run (deterministic)."""
 
 
 def claim(

@@ -16,8 +16,8 @@ from provisioner.controllers.provisioning.offerings import (
     OptionsMemo,
     enumerate_options,
 )
-from provisioner.controllers.provisioning.planner import PlannerConfig
 from tests.unit.controllers.disruption.objects import (
+    GREEDY,
     catalog_of,
     claim,
     facts_of,
@@ -25,8 +25,6 @@ from tests.unit.controllers.disruption.objects import (
     pod,
     running,
 )
-
-GREEDY = PlannerConfig(policy="greedy")
 
 
 def _daemonset(cpu: str) -> DaemonSet:

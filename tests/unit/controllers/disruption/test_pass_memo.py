@@ -29,10 +29,10 @@ from provisioner.controllers.disruption.rescheduling import (
 from provisioner.controllers.provisioning import builder, offerings, planner
 from provisioner.controllers.provisioning.builder import Build
 from provisioner.controllers.provisioning.cluster import ClusterView
-from provisioner.controllers.provisioning.planner import PlannerConfig
 from provisioner.podgroups import DetectionMemo, detect_group
 from provisioner.podgroups import detect as detect_module
 from tests.unit.controllers.disruption.objects import (
+    GREEDY,
     catalog_of,
     claim,
     facts_of,
@@ -42,7 +42,6 @@ from tests.unit.controllers.disruption.objects import (
 )
 from tests.unit.controllers.disruption.world import TYPES
 
-GREEDY = PlannerConfig(policy="greedy")
 _SIZES = (("c.large", "1900m"), ("c.xlarge", "3900m"), ("c.2xlarge", "7900m"))
 _CPUS = ("100m", "250m", "500m", "1", "1500m")
 
@@ -234,7 +233,9 @@ def test_a_new_nodepool_template_forgets_what_was_derived() -> None:
     assert memo.derived is None
 
 
-def test_pod_groups_are_detected_once_per_pod_object(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def detections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys of the pods `detect_group` looks at, in order, while the test runs."""
     calls: list[str] = []
     real = detect_group
 
@@ -243,6 +244,11 @@ def test_pod_groups_are_detected_once_per_pod_object(monkeypatch: pytest.MonkeyP
         return real(p)
 
     monkeypatch.setattr(detect_module, "detect_group", counting)
+    return calls
+
+
+def test_pod_groups_are_detected_once_per_pod_object(detections: list[str]) -> None:
+    calls = detections
     facts = _three_nodes()
     catalog = catalog_of(facts)
     simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
@@ -344,17 +350,8 @@ def test_the_detection_memo_answers_as_detect_group_and_starts_again_when_told()
     assert memo(kai) == detect_group(kai)
 
 
-def test_the_disruption_facts_detect_each_pod_once_over_passes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls: list[str] = []
-    real = detect_group
-
-    def counting(p: Any) -> Any:
-        calls.append(p.key)
-        return real(p)
-
-    monkeypatch.setattr(detect_module, "detect_group", counting)
+def test_the_disruption_facts_detect_each_pod_once_over_passes(detections: list[str]) -> None:
+    calls = detections
     memo = DetectionMemo()
     facts = _three_nodes()
     first = ClusterFacts.build(facts.snapshot, facts.now, frozenset(), detector=memo)

@@ -6,8 +6,8 @@ from typing import Any
 
 from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.rescheduling import simulate
-from provisioner.controllers.provisioning.planner import PlannerConfig
 from tests.unit.controllers.disruption.objects import (
+    GREEDY,
     catalog_of,
     claim,
     facts_of,
@@ -16,8 +16,6 @@ from tests.unit.controllers.disruption.objects import (
     running,
 )
 from tests.unit.controllers.disruption.world import nodepool
-
-GREEDY = PlannerConfig(policy="greedy")
 
 
 def two_nodes(
