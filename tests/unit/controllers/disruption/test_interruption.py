@@ -146,14 +146,11 @@ def test_rebalance_recommendations_are_only_logged():
     assert world.events("SpotRebalanceRecommendation")
 
 
-def test_replacements_are_sized_for_their_own_nodes_pods_only():
-    """Two nodes interrupted at once, a pod pending beside them: each replacement is planned
-    for the pods of its own node. Planning the other interrupted node's pods, or the pending
-    pod, into every replacement bought bigger nodes than needed (and, at a NodePool's limits,
-    more than the limits: the 24 h soak saw 1306 of 1200 CPU)."""
+def two_one_pod_nodes(pool: dict[str, Any]) -> tuple[World, FakeInterruptionSource, list[Any]]:
+    """A world with ``pool`` and two NodeClaims, each launched for one 1.2-CPU pod."""
     source = FakeInterruptionSource()
     world = World(interruption=source)
-    world.create(NODE_POOLS, nodepool(disruption={"consolidateAfter": "Never"}))
+    world.create(NODE_POOLS, pool)
     world.run(1)
     world.deploy("a", 1, cpu="1200m")
     world.run(60)
@@ -161,6 +158,15 @@ def test_replacements_are_sized_for_their_own_nodes_pods_only():
     world.run(60)
     claims = world.claims()
     assert len(claims) == 2
+    return world, source, claims
+
+
+def test_replacements_are_sized_for_their_own_nodes_pods_only():
+    """Two nodes interrupted at once, a pod pending beside them: each replacement is planned
+    for the pods of its own node. Planning the other interrupted node's pods, or the pending
+    pod, into every replacement bought bigger nodes than needed (and, at a NodePool's limits,
+    more than the limits: the 24 h soak saw 1306 of 1200 CPU)."""
+    world, source, claims = two_one_pod_nodes(nodepool(disruption={"consolidateAfter": "Never"}))
     interrupt_all(world, source, claims)
     world.deploy("pending", 1, cpu="6")
     world.run(3)
@@ -191,17 +197,9 @@ def test_replacements_stay_within_the_nodepools_limits():
     """Replace-before-delete at a NodePool's limits: the interrupted NodeClaims still count until
     they are gone, so only the replacements that fit are bought first; the other pod waits for
     an interrupted node to go and is then provisioned, inside the limits throughout."""
-    source = FakeInterruptionSource()
-    world = World(interruption=source)
     pool = nodepool(disruption={"consolidateAfter": "Never"})
     pool["spec"]["limits"] = {"cpu": "6"}
-    world.create(NODE_POOLS, pool)
-    world.run(1)
-    world.deploy("a", 1, cpu="1200m")
-    world.run(60)
-    world.deploy("b", 1, cpu="1200m")
-    world.run(60)
-    claims = world.claims()
+    world, source, claims = two_one_pod_nodes(pool)
     assert [c["status"]["capacity"]["cpu"] for c in claims] == ["2", "2"]
     held: list[int] = []
 
