@@ -71,6 +71,7 @@ from provisioner.kube.errors import (
 from provisioner.kube.event import format_time, parse_time
 from provisioner.kube.protocol import JsonObject
 from provisioner.kube.resource import NODE_CLAIMS, NODES, PODS
+from provisioner.podgroups import DetectionMemo
 from provisioner.runtime.reconciler import Request, Result
 
 __all__ = ["DRAIN_POLL", "INSTANCE_POLL", "TerminationController", "drain_tier"]
@@ -136,6 +137,8 @@ class TerminationController(ControllerBase):
         self._config = config or DisruptionConfig()
         self._backoff: dict[str, _Backoff] = {}
         self._lock = threading.Lock()
+        # drains read the same pods poll after poll: each pod object's group is detected once
+        self._groups = DetectionMemo()
 
     def reconcile(self, request: Request) -> Result:
         """Advance the termination of the NodeClaim ``request.name``."""
@@ -186,8 +189,10 @@ class TerminationController(ControllerBase):
         if not current:
             return Result.after(DRAIN_POLL)
         reason = self._reason(claim)
+        snapshot = self._state.snapshot(now)
+        self._groups.bound(len(snapshot.pods))
         facts = ClusterFacts.build(
-            self._state.snapshot(now), now, self._config.non_preemptible_priority_classes
+            snapshot, now, self._config.non_preemptible_priority_classes, detector=self._groups
         )
         waits: list[timedelta] = [DRAIN_POLL]
         done: set[str] = set()
