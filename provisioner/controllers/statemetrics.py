@@ -197,7 +197,8 @@ class NodeMetricsController:
         self._clock = clock
         self._store = GaugeStore()
         self._nodes: dict[str, _NodeSeries] = {}
-        self._pods: dict[str, _PodTotals] = {}
+        # by id(pod): each entry holds its pod object, so an id is not reused while it is here
+        self._pods: dict[int, _PodTotals] = {}
 
     @property
     def name(self) -> str:
@@ -209,7 +210,7 @@ class NodeMetricsController:
         del request
         now = self._clock.now()
         nodes = [n for n in self._state.state_nodes(now) if n.node is not None]
-        pods: dict[str, _PodTotals] = {}
+        pods: dict[int, _PodTotals] = {}
         series: dict[str, _NodeSeries] = {}
         for state in nodes:
             known = self._nodes.get(state.name)
@@ -218,9 +219,9 @@ class NodeMetricsController:
                 continue
             series[state.name] = known
             for pod in state.pods:  # an unchanged node's pods keep their totals
-                cached = self._pods.get(pod.key)
+                cached = self._pods.get(id(pod))
                 if cached is not None:
-                    pods[pod.key] = cached
+                    pods[id(pod)] = cached
         self._nodes, self._pods = series, pods
         samples: dict[str, list[_Sample]] = {
             name: [*item.samples, self._lifetime(item, now)] for name, item in series.items()
@@ -234,7 +235,7 @@ class NodeMetricsController:
         lifetime = (now - created).total_seconds() if created is not None else 0.0
         return _Sample(self._metrics.nodes_lifetime, item.labels, lifetime)
 
-    def _node(self, state: StateNode, pods: dict[str, _PodTotals]) -> _NodeSeries:
+    def _node(self, state: StateNode, pods: dict[int, _PodTotals]) -> _NodeSeries:
         node = state.node
         assert node is not None  # noqa: S101 - filtered by the caller
         m = self._metrics
@@ -264,14 +265,14 @@ class NodeMetricsController:
             requests=requests,
         )
 
-    def _pod_totals(self, node_pods: Iterable[Pod], pods: dict[str, _PodTotals]) -> _Totals:
+    def _pod_totals(self, node_pods: Iterable[Pod], pods: dict[int, _PodTotals]) -> _Totals:
         """The totals of ``node_pods``, each pod object's computed once (kept in ``pods``)."""
         totals = []
         for pod in node_pods:
-            cached = self._pods.get(pod.key)
+            cached = self._pods.get(id(pod))
             if cached is None or cached.pod is not pod:
                 cached = _totals_of(pod)
-            pods[pod.key] = cached
+            pods[id(pod)] = cached
             totals.append(cached)
         return _sum_totals(totals)
 

@@ -224,10 +224,8 @@ class ClusterFacts:
         snapshot: the cache snapshot the facts come from.
         now: when the snapshot was taken.
         nodes: managed nodes by NodeClaim name.
-        node_of_pod: node name of every bound live pod, by pod key.
         pools: valid NodePools by name.
         context: pod-group objects with every pod (gang membership, preemptibility).
-        pdbs: the PodDisruptionBudget limits.
         nominated: NodeClaims a pending pod is nominated to.
         non_preemptible_classes: operator-listed non-preemptible PriorityClasses.
     """
@@ -235,14 +233,14 @@ class ClusterFacts:
     snapshot: Snapshot
     now: datetime
     nodes: dict[str, StateNode]
-    node_of_pod: dict[str, str]
     pools: dict[str, NodePool]
     context: ProvisioningContext
-    pdbs: PdbLimits
     nominated: frozenset[str]
     non_preemptible_classes: frozenset[str]
     _gangs: dict[str, GangKey | None] = field(default_factory=dict)
     _members: dict[GangKey, tuple[str, ...]] = field(default_factory=dict)
+    _node_of_pod: dict[str, str] | None = None
+    _pdbs: PdbLimits | None = None
 
     @classmethod
     def build(
@@ -258,11 +256,6 @@ class ClusterFacts:
         ``detector`` is ``detect_group`` or a memo of it (a controller reading the same pods
         pass after pass).
         """
-        node_of_pod = {
-            pod.key: pod.spec.node_name
-            for pod in snapshot.pods.values()
-            if pod.spec.node_name and not is_terminal(pod)
-        }
         nodes = {
             state.claim.name: state
             for state in snapshot.state_nodes.values()
@@ -283,13 +276,29 @@ class ClusterFacts:
             snapshot=snapshot,
             now=now,
             nodes=nodes,
-            node_of_pod=node_of_pod,
             pools=pools,
             context=context,
-            pdbs=PdbLimits(snapshot.pdbs.values(), snapshot.pods.values()),
             nominated=frozenset(n.node_claim for n in snapshot.nominations.values()),
             non_preemptible_classes=non_preemptible_classes,
         )
+
+    @property
+    def node_of_pod(self) -> dict[str, str]:
+        """Node name of every bound live pod, by pod key (worked out on first use)."""
+        if self._node_of_pod is None:
+            self._node_of_pod = {
+                pod.key: pod.spec.node_name
+                for pod in self.snapshot.pods.values()
+                if pod.spec.node_name and not is_terminal(pod)
+            }
+        return self._node_of_pod
+
+    @property
+    def pdbs(self) -> PdbLimits:
+        """The PodDisruptionBudget limits (worked out on first use: a drain rarely needs them)."""
+        if self._pdbs is None:
+            self._pdbs = PdbLimits(self.snapshot.pdbs.values(), self.snapshot.pods.values())
+        return self._pdbs
 
     # -- pods ---------------------------------------------------------------------------------
 
