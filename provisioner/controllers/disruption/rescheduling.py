@@ -348,7 +348,7 @@ def simulate(
         view = build_view(
             sub, catalog.templates(), region=catalog.region, options_memo=catalog.options
         )
-        view = dataclasses.replace(view, leaving=_still_held(snapshot, removed_claims))
+        view = dataclasses.replace(view, leaving=_still_held(facts, removed_claims))
         choice = choose_flavors(
             _fence(view),
             openmodels(snapshot.group_objects),
@@ -360,13 +360,9 @@ def simulate(
     return _outcome(displaced, result, facts)
 
 
-def _still_held(snapshot: Snapshot, claims: Collection[str]) -> tuple[StateNode, ...]:
-    """The state nodes of ``claims``: taken out of the simulation, still held until gone."""
-    return tuple(
-        state
-        for state in snapshot.state_nodes.values()
-        if state.claim_name in claims and state.managed
-    )
+def _still_held(facts: ClusterFacts, claims: Collection[str]) -> tuple[StateNode, ...]:
+    """The managed nodes of ``claims``: out of the simulation, still held until they are gone."""
+    return tuple(facts.nodes[name] for name in sorted(claims) if name in facts.nodes)
 
 
 def _flavor_moves(facts: ClusterFacts, displaced: Mapping[str, Pod]) -> dict[str, Displaced]:
