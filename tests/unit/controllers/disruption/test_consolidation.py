@@ -317,3 +317,32 @@ def test_balanced_policy_approves_a_move_worth_its_disruption():
     (command,) = commands(world)
     assert ": replace: " in command
     assert world.cost() == pytest.approx(0.085)
+
+
+@pytest.mark.parametrize(("cpu_limit", "replaced"), [("16", False), ("18", True)])
+def test_a_replacement_fits_the_limits_beside_the_node_it_replaces(cpu_limit, replaced):
+    """The candidate still counts against its NodePool's limits until it is gone, so a
+    replacement is made only when both fit: 16 + 2 CPU does not fit 16, does fit 18."""
+    world = World()
+    pool = nodepool(capacity_types=("on-demand",))
+    pool["spec"]["limits"] = {"cpu": cpu_limit}
+    world.create(NODE_POOLS, pool)
+    world.run(1)
+    world.deploy("web", 20)
+    world.run(120)
+    (original,) = world.claims()
+    assert original["status"]["capacity"]["cpu"] == "16"
+    held: list[int] = []
+    world.checks.append(lambda w: held.append(w.claimed_cpus()))
+    world.scale("web", 2)
+    world.run(300)
+    names = [c["metadata"]["name"] for c in world.claims()]
+    assert (original["metadata"]["name"] not in names) is replaced
+    assert max(held) <= int(cpu_limit), held
+    created = world.metric(
+        "karpenter_nodeclaims_created_total",
+        reason="underutilized",
+        nodepool="default",
+        min_values_relaxed="false",
+    )
+    assert (created or 0) == (1 if replaced else 0)

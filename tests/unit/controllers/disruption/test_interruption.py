@@ -202,12 +202,7 @@ def test_replacements_stay_within_the_nodepools_limits():
     world, source, claims = two_one_pod_nodes(pool)
     assert [c["status"]["capacity"]["cpu"] for c in claims] == ["2", "2"]
     held: list[int] = []
-
-    def cpu_held(w: World) -> None:
-        capacities = (c.get("status", {}).get("capacity", {}) for c in w.claims())
-        held.append(sum(int(capacity.get("cpu", "0")) for capacity in capacities))
-
-    world.checks.append(cpu_held)
+    world.checks.append(lambda w: held.append(w.claimed_cpus()))
     interrupt_all(world, source, claims)
     world.run(3)
     created = world.metric(

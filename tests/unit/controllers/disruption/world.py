@@ -538,6 +538,11 @@ class World:
     def claims(self) -> list[dict[str, Any]]:
         return self.api.list(NODE_CLAIMS).items
 
+    def claimed_cpus(self) -> int:
+        """Whole CPUs of the launched NodeClaims' capacity (those being deleted too)."""
+        capacities = (c.get("status", {}).get("capacity", {}) for c in self.claims())
+        return sum(int(capacity.get("cpu", "0")) for capacity in capacities)
+
     def pods(self) -> list[dict[str, Any]]:
         return self.api.list(PODS).items
 
