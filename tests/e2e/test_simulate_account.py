@@ -221,17 +221,23 @@ def test_a_spot_interruption_reaches_the_queue_through_eventbridge(account: Moto
     assert body["detail"]["instance-id"] == "i-0123456789abcdef0"
 
 
-def test_the_kubelet_registers_then_readies_a_node(account: MotoCloud) -> None:
-    timeline = account.timeline
-    kube = InMemoryKube(clock=timeline.clock.now)
+def kubelet_on(account: MotoCloud) -> tuple[InMemoryKube, Kubelet]:
+    """An empty cluster and the simulated kubelet of ``account``'s instances (Ready at 40 s)."""
+    kube = InMemoryKube(clock=account.timeline.clock.now)
     kubelet = Kubelet(
-        timeline=timeline,
+        timeline=account.timeline,
         kube=kube,
         cloud=account,
         catalog=builtin_catalog(REGION),
         node_startup=40,
         region=REGION,
     )
+    return kube, kubelet
+
+
+def test_the_kubelet_registers_then_readies_a_node(account: MotoCloud) -> None:
+    timeline = account.timeline
+    kube, kubelet = kubelet_on(account)
     launched: list[Launch] = []
     account.on_launch.append(launched.append)
     result = fleet(account, "on-demand", "g5.xlarge")
@@ -277,15 +283,7 @@ def test_a_stopped_instance_leaves_its_node_unreachable_and_its_pods_are_evicted
     account: MotoCloud,
 ) -> None:
     timeline = account.timeline
-    kube = InMemoryKube(clock=timeline.clock.now)
-    kubelet = Kubelet(
-        timeline=timeline,
-        kube=kube,
-        cloud=account,
-        catalog=builtin_catalog(REGION),
-        node_startup=40,
-        region=REGION,
-    )
+    kube, kubelet = kubelet_on(account)
     kube.subscribe(kubelet.observe, frozen=True)
     (instance_id,) = fleet(account, "on-demand", "m5.large")["Instances"][0]["InstanceIds"]
     timeline.run_until(40)

@@ -97,31 +97,19 @@ def test_the_ffd_comparison_is_per_pod_placed_and_never_with_fewer_pods() -> Non
 def test_an_unfinished_scale_replay_is_reported_as_missing_its_target() -> None:
     from bench import scenario_scale  # noqa: PLC0415
 
-    finished = scenario_scale.lines(
-        {
-            "hours": 24,
-            "pods": 5000,
-            "podsScheduled": 5000,
-            "nodeClaims": 40,
-            "reconciles": 1000,
-            "wallSeconds": 120.0,
-            "peakRssMiB": 300,
-        }
-    )
+    replayed = {
+        "hours": 24,
+        "pods": 5000,
+        "podsScheduled": 5000,
+        "nodeClaims": 40,
+        "reconciles": 1000,
+        "wallSeconds": 120.0,
+        "peakRssMiB": 300,
+    }
+    finished = scenario_scale.lines(replayed)
     assert any("target ≤ 300 s: yes" in line for line in finished)
     assert not any("of CPU" in line for line in finished)
-    timed = scenario_scale.lines(
-        {
-            "hours": 24,
-            "pods": 5000,
-            "podsScheduled": 5000,
-            "nodeClaims": 40,
-            "reconciles": 1000,
-            "wallSeconds": 120.0,
-            "cpuSeconds": 100.0,
-            "peakRssMiB": 300,
-        }
-    )
+    timed = scenario_scale.lines({**replayed, "cpuSeconds": 100.0})
     assert any("in 120 s of wall time (100 s of CPU)" in line for line in timed)
     unfinished = scenario_scale.lines(
         {"hours": 24, "podsPlanned": 5000, "wallSeconds": 900.0, "unfinished": True}
