@@ -28,6 +28,7 @@ from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from solver.bounds import hostname_caps, knapsack_upper, safe_floor
+from solver.cpmodel import CpModel
 from solver.pricing import UpperIndex
 from solver.problem import (
     GPU_MILLI,
@@ -416,7 +417,7 @@ def _knapsack(
 
     A solve stopped at ``deadline`` keeps its best pattern and its (looser) proven bound.
     """
-    m = cp_model.CpModel()
+    m = CpModel()
     top = max(duals[c.key] for c in classes)
     a = {c.key: m.new_int_var(0, demand[c.key], "") for c in classes}
     gpu = problem.gpu_resource

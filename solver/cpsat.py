@@ -91,6 +91,7 @@ from solver.colgen import (
     patterns_from_solution,
 )
 from solver.config import DETERMINISTIC_ROUNDS, SolverConfig
+from solver.cpmodel import CpModel
 from solver.greedy import (
     GreedyTimeout,
     cost_aware_ffd,
@@ -131,7 +132,7 @@ class _Master:
 
     def __init__(self, problem: Problem, patterns: list[Pattern], floors: dict[str, int]) -> None:
         self.p = problem
-        self.m = cp_model.CpModel()
+        self.m = CpModel()
         self.types = {t.id: t for t in problem.bin_types}
         self.classes = {c.key: c for c in problem.classes}
         self.patterns = patterns
