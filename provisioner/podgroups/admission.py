@@ -269,7 +269,8 @@ def provisionable_verdicts(pods: Iterable[Pod], context: ProvisioningContext) ->
     Pods of a group that are not in ``context.pods`` are counted as members.
     """
     batch = list(pods)
-    refs = {pod.key: detect_group(pod) for pod in batch}
+    detect = context.detector or detect_group
+    refs = {pod.key: detect(pod) for pod in batch}
     extra: dict[GroupId, list[Pod]] = {}
     for pod in batch:
         ref = refs[pod.key]

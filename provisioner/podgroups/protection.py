@@ -35,7 +35,7 @@ def is_non_preemptible(
 
     A reason that names a pod group applies to every member: disrupting one breaks the group.
     """
-    ref = detect_group(pod)
+    ref = (context.detector or detect_group)(pod)
     if ref is not None and ref.ecosystem == Ecosystem.WORKLOAD_API:
         group = context.kube_pod_groups.get(ref.key)
         reason = kube_workload.disruption_reason(ref.key, group) if group is not None else None

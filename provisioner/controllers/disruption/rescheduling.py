@@ -85,6 +85,10 @@ class PoolCatalog:
     ready: frozenset[str]
     region: str = ""
     options: OptionsMemo = field(default_factory=OptionsMemo, compare=False, repr=False)
+    _by_name: dict[str, dict[str, InstanceType]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Each pool's instance types by name, indexed on first use (prices are read per node)."""
 
     def templates(self) -> list[PoolTemplate]:
         """Templates of the ready pools (what the planner may buy)."""
@@ -92,10 +96,16 @@ class PoolCatalog:
 
     def instance_type(self, pool: str, name: str) -> InstanceType | None:
         """The instance type ``name`` of ``pool``."""
-        entry = self.pools.get(pool)
-        if entry is None:
-            return None
-        return next((t for t in entry[1].instance_types if t.name == name), None)
+        index = self._by_name.get(pool)
+        if index is None:
+            entry = self.pools.get(pool)
+            if entry is None:
+                return None
+            index = {}
+            for instance_type in entry[1].instance_types:
+                index.setdefault(instance_type.name, instance_type)  # the first, as listed
+            self._by_name[pool] = index
+        return index.get(name)
 
     def price(self, pool: str, name: str, zone: str, capacity_type: str) -> float | None:
         """The hourly price of one offering (available or not), None when unknown."""
