@@ -25,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,7 +96,9 @@ all repetitions, and the summary below checks every one of them.
 never above first-fit-decreasing" compares like with like: every repetition must place at
 least as many pods as first-fit-decreasing and cost no more per pod placed (the same as
 costing no more when both place the same pods; a plan that places pods first-fit-decreasing
-leaves unschedulable is not counted as dearer for buying their nodes). Latency
+leaves unschedulable is not counted as dearer for buying their nodes). `checker` is what
+`tests/plancheck.py` (the independent checker of every rule of `spec/plan.md`, which the plan
+tests also use) finds wrong with the median-cost plan: `ok` or the number of violations. Latency
 targets apply to `karpenter-diverse` (Karpenter: 0.89 / 5.09 / 12.07 / 35.7 s for 1k / 5k /
 10k / 20k pods).
 """.split(),  # noqa: SIM905 - prose wrapped to the line length
@@ -147,6 +149,8 @@ class CaseResult:
     """The highest cost per pod placed of any repetition."""
     wall_p50: float = 0.0
     """Median wall time of the whole in-process `jointer plan` command."""
+    violations: tuple[str, ...] = ()
+    """What `tests/plancheck.py` finds wrong with the median-cost plan (empty: it passes)."""
 
     @property
     def vs_greedy(self) -> float:
@@ -270,6 +274,7 @@ def _run_case(name: str, size: int, repetitions: int, time_limit: float | None) 
     timings.sort()
     plans.sort(key=lambda p: float(p["costPerHour"]))
     plan = plans[len(plans) // 2]
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return CaseResult(
         workload=name,
         pods=size,
@@ -286,9 +291,20 @@ def _run_case(name: str, size: int, repetitions: int, time_limit: float | None) 
         greedy_placed=_placed(greedy_plan),
         partial_gangs=max(_partial_gangs(p, members) for p in plans),
         dearest_per_pod=max(p["costPerHour"] / max(1, _placed(p)) for p in plans),
-        peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        peak_rss_mib=peak_rss,
         wall_p50=statistics.median(walls),
+        violations=tuple(check(workload, plan)),
     )
+
+
+def check(workload: workloads.Workload, plan: Mapping[str, Any]) -> list[str]:
+    """What the independent plan checker (`tests/plancheck.py`) finds wrong with ``plan``."""
+    from cloudprovider.aws.catalog import read_catalog  # noqa: PLC0415
+    from tests.plancheck import catalogs_for, check_plan  # noqa: PLC0415
+
+    objects = workload.objects
+    catalog = read_catalog(workload.catalog) if workload.catalog else catalogs_for(objects)
+    return check_plan(objects, catalog, plan)
 
 
 def _child(queue: Any, name: str, size: int, repetitions: int, time_limit: float | None) -> None:
@@ -332,9 +348,9 @@ def _table(results: Sequence[CaseResult]) -> list[str]:
         (
             "| workload | pods | p50 s | p99 s | target p99 | wall s | wall/plan | cost $/h "
             "| cost range | FFD $/h | cost/FFD | lower bound $/h | gap | status | placed (FFD) "
-            "| partial gangs | peak RSS MiB |"
+            "| partial gangs | checker | peak RSS MiB |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         target = LATENCY_TARGETS.get(r.pods) if r.workload == "karpenter-diverse" else None
@@ -344,7 +360,8 @@ def _table(results: Sequence[CaseResult]) -> list[str]:
             f"{r.cost:.2f} | "
             f"{r.cost_range[0]:.2f} to {r.cost_range[1]:.2f} | {r.greedy_cost:.2f} | "
             f"{r.vs_greedy:.3f} | {r.lower_bound:.2f} | {r.gap * 100:.1f}% | {r.status} | "
-            f"{r.placed} ({r.greedy_placed}) | {r.partial_gangs} | {r.peak_rss_mib:.0f} |"
+            f"{r.placed} ({r.greedy_placed}) | {r.partial_gangs} | "
+            f"{len(r.violations) or 'ok'} | {r.peak_rss_mib:.0f} |"
         )
     return lines
 
@@ -365,6 +382,7 @@ def write_results(
         else "",
         _ffd_summary(results),
         f"- Partial gang placements: {sum(r.partial_gangs for r in results)}.",
+        _checker_summary(results),
         _wall_summary(results),
     ]
     text = [
@@ -402,6 +420,21 @@ def _ffd_summary(results: Sequence[CaseResult]) -> str:
         "- Cost never above first-fit-decreasing (at least as many pods placed, cost per pod "
         f"placed no higher): {verdict}."
     )
+
+
+def _checker_summary(results: Sequence[CaseResult]) -> str:
+    """Whether every row's median-cost plan passes the independent checker."""
+    failed = [r for r in results if r.violations]
+    verdict = (
+        "yes"
+        if not failed
+        else "NO ("
+        + "; ".join(
+            f"{r.workload} {r.pods}: {len(r.violations)}, first: {r.violations[0]}" for r in failed
+        )
+        + ")"
+    )
+    return f"- Every row's median-cost plan passes `tests/plancheck.py`: {verdict}."
 
 
 def _wall_summary(results: Sequence[CaseResult]) -> str:

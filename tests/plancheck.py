@@ -143,6 +143,12 @@ class _PodInfo:
         return spec if isinstance(spec, Mapping) else {}
 
 
+def _node_signature(pod: _PodInfo) -> tuple[object, str]:
+    """What ``accepts`` reads of a pod: its nodeSelector and its node affinity."""
+    node_affinity = (pod.spec.get("affinity") or {}).get("nodeAffinity")
+    return tuple(sorted(pod.node_selector.items())), repr(node_affinity)
+
+
 def _pod_info(raw: Mapping[str, Any]) -> _PodInfo:
     model = parse_object(Pod, raw, kind="Pod")
     spec = raw.get("spec") or {}
@@ -643,6 +649,8 @@ def _check_claim(  # noqa: PLR0912 - one rule after another, kept in plan.md ord
     prices: dict[str, float] = {}
     labels_of: dict[str, dict[str, str]] = {}
     pod_total = _add(*(p.requests for p in pods))
+    # pods with the same nodeSelector and node affinity accept the same types: judge them once
+    signatures = [_node_signature(p) for p in pods]
     for type_name in types:
         instance_type = pool.instance_types.get(type_name)
         if instance_type is None:
@@ -671,11 +679,12 @@ def _check_claim(  # noqa: PLR0912 - one rule after another, kept in plan.md ord
                 labels=instance_type.labels,
             )
         )
-        errors.extend(
-            f"{where}: {pod.key} node requirements reject {type_name}"
-            for pod in pods
-            if not pod.accepts(labels)
-        )
+        accepted: dict[tuple[object, str], bool] = {}
+        for pod, signature in zip(pods, signatures, strict=True):
+            if signature not in accepted:
+                accepted[signature] = pod.accepts(labels)
+            if not accepted[signature]:
+                errors.append(f"{where}: {pod.key} node requirements reject {type_name}")
     if pool.requirements.has_min_values() and not pool.requirements.min_values_ok(
         list(labels_of.values())
     ):
@@ -820,6 +829,9 @@ def _check_topology(inputs: _Inputs, placement: _Placement) -> list[str]:  # noq
     domains = _domains(inputs, placement)
     everyone = inputs.pods
     carriers: dict[tuple[str, frozenset[str], str], list[tuple[str, Any]]] = defaultdict(list)
+    # pods of one Deployment carry the same constraints: count and match each selector once
+    spread_counts: dict[tuple[str, str, int], dict[str, int]] = {}
+    matches: dict[tuple[frozenset[str], str, int], dict[str, list[str]]] = {}
     for key in sorted(placement.node):
         pod = inputs.pending[key]
         zone, host = domains[key]
@@ -830,13 +842,16 @@ def _check_topology(inputs: _Inputs, placement: _Placement) -> list[str]:  # noq
             if topology not in TOPOLOGY_KEYS:
                 continue
             index = 0 if topology == ZONE else 1
-            counts: dict[str, int] = defaultdict(int)
-            for other, where in domains.items():
-                info = everyone[other]
-                if info.namespace == pod.namespace and _selector_matches(
-                    spread.get("labelSelector"), info.labels
-                ):
-                    counts[where[index]] += 1
+            selector = spread.get("labelSelector")
+            counted = (pod.namespace, repr(selector), index)
+            counts = spread_counts.get(counted)
+            if counts is None:
+                counts = defaultdict(int)
+                for other, where in domains.items():
+                    info = everyone[other]
+                    if info.namespace == pod.namespace and _selector_matches(selector, info.labels):
+                        counts[where[index]] += 1
+                spread_counts[counted] = counts
             mine = zone if index == 0 else host
             if topology == ZONE:
                 eligible = _eligible_zones(inputs, pod)
@@ -863,14 +878,18 @@ def _check_topology(inputs: _Inputs, placement: _Placement) -> list[str]:  # noq
                 index = 0 if topology == ZONE else 1
                 spaces = set(term.get("namespaces") or [pod.namespace])
                 mine = zone if index == 0 else host
-                matching = [
-                    other
-                    for other, where in domains.items()
-                    if other != key
-                    and where[index] == mine
-                    and everyone[other].namespace in spaces
-                    and _selector_matches(term.get("labelSelector"), everyone[other].labels)
-                ]
+                selector = term.get("labelSelector")
+                matched = (frozenset(spaces), repr(selector), index)
+                by_domain = matches.get(matched)
+                if by_domain is None:
+                    by_domain = defaultdict(list)
+                    for other, where in domains.items():
+                        if everyone[other].namespace in spaces and _selector_matches(
+                            selector, everyone[other].labels
+                        ):
+                            by_domain[where[index]].append(other)
+                    matches[matched] = by_domain
+                matching = [other for other in by_domain.get(mine, ()) if other != key]
                 if anti and matching:
                     errors.append(
                         f"pod {key}: anti-affinity on {topology} violated in {mine} by {matching}"

@@ -123,3 +123,24 @@ def test_a_capped_replay_stops_at_its_cap() -> None:
     result = scenario_scale.measure_capped(pods=2000, hours=24, cap_seconds=1.0)
     assert result["unfinished"] is True
     assert result["podsPlanned"] == 2000
+
+
+def test_each_row_is_checked_and_a_violation_fails_the_summary(tmp_path: Path) -> None:
+    workload = workloads.constraint_mix(120)
+    objects, catalog = run._write_inputs(workload, tmp_path)
+    plan, _ = run.plan_command(objects, catalog, "jointer", 1.0)
+    assert run.check(workload, plan) == []
+    claims = plan["nodeClaims"]
+    assert len(claims) >= 2
+    broken = {**plan, "nodeClaims": [{**claims[0], "pods": []}, *claims[1:]]}
+    found = run.check(workload, broken)
+    assert found  # the first claim's pods are now in no plan entry
+    passing = _result("constraint-mix", 1000, 1.0, 1.2)
+    failing = dataclasses.replace(passing, pods=5000, violations=tuple(found))
+    text = run.write_results([passing, failing], time_limit=None, seconds=1.0)
+    assert "| 0 | ok | 100 |" in text
+    assert f"| 0 | {len(found)} | 100 |" in text
+    assert "median-cost plan passes `tests/plancheck.py`: NO (constraint-mix 5000: " in text
+    assert "passes `tests/plancheck.py`: yes." in run.write_results(
+        [passing], time_limit=None, seconds=1.0
+    )
