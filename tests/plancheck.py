@@ -143,6 +143,23 @@ class _PodInfo:
         return spec if isinstance(spec, Mapping) else {}
 
 
+def _offering(
+    inputs: _Inputs, pool: _Pool, instance_type: InstanceType, zone: str, capacity_type: str
+) -> _Offering:
+    key = (pool.name, instance_type.name, zone, capacity_type)
+    known = inputs.offerings.get(key)
+    if known is None:
+        labels = _new_node_labels(pool, instance_type, zone, capacity_type, inputs.region)
+        known = _Offering(
+            price=_cheapest(instance_type, capacity_type, zone),
+            labels=labels,
+            in_pool=pool.requirements.matches(labels),
+            overhead=_daemon_requests(inputs.daemons, labels, pool.taints),
+        )
+        inputs.offerings[key] = known
+    return known
+
+
 def _node_signature(pod: _PodInfo) -> tuple[object, str]:
     """What ``accepts`` reads of a pod: its nodeSelector and its node affinity."""
     node_affinity = (pod.spec.get("affinity") or {}).get("nodeAffinity")
@@ -242,6 +259,20 @@ class _Inputs:
     raw: list[Mapping[str, Any]]
     region: str
     node_capacity: dict[str, dict[str, int]]
+    offerings: dict[tuple[str, str, str, str], _Offering] = field(default_factory=dict)
+    """What a claim's instance type is in a zone and capacity type, judged once per offering."""
+
+
+@dataclass(frozen=True)
+class _Offering:
+    """A pool's instance type in a zone and capacity type as a new node (no pod changes it)."""
+
+    price: float | None
+    labels: dict[str, str]
+    in_pool: bool
+    """Whether the labels satisfy the NodePool's requirements."""
+    overhead: dict[str, int]
+    """The DaemonSet pods such a node runs."""
 
 
 def _types_for(catalog: CatalogInput, pool: str) -> Sequence[InstanceType]:
@@ -364,6 +395,7 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
     for key, node_name in bound_node.items():
         if node_name in nodes:
             nodes[node_name].bound.append(pods[key])
+    given = {id(obj) for obj in objects}
     return _Inputs(
         pods=pods,
         pending=pending,
@@ -374,7 +406,8 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
         claims={_key(c): c for c in by_kind["PersistentVolumeClaim"]},
         volumes={str(_meta(v).get("name")): v for v in by_kind["PersistentVolume"]},
         classes={str(_meta(s).get("name")): s for s in by_kind["StorageClass"]},
-        raw=[*objects, *(p for p in by_kind["Pod"] if p not in objects)],
+        # the request pods added above (an input pod is skipped by identity before the scan)
+        raw=[*objects, *(p for p in by_kind["Pod"] if id(p) not in given and p not in objects)],
         region=region,
         node_capacity=node_capacity,
     )
@@ -651,34 +684,42 @@ def _check_claim(  # noqa: PLR0912 - one rule after another, kept in plan.md ord
     pod_total = _add(*(p.requests for p in pods))
     # pods with the same nodeSelector and node affinity accept the same types: judge them once
     signatures = [_node_signature(p) for p in pods]
+    # pods without GPUs, fractions or gpu-memory add nothing to the GPU rule
+    gpu_pods = [
+        p
+        for p in pods
+        if p.requests.get(GPU, 0)
+        or p.fraction is not None
+        or "gpu-memory" in p.model.metadata.annotations
+    ]
     for type_name in types:
         instance_type = pool.instance_types.get(type_name)
         if instance_type is None:
             errors.append(f"{where}: {type_name} is not an instance type of NodePool {pool.name}")
             continue
-        price = _cheapest(instance_type, capacity_type, zone)
-        if price is None:
+        offering = _offering(inputs, pool, instance_type, zone, capacity_type)
+        if offering.price is None:
             errors.append(
                 f"{where}: {type_name} has no available {capacity_type} offering in {zone}"
             )
             continue
-        prices[type_name] = price
-        labels = _new_node_labels(pool, instance_type, zone, capacity_type, inputs.region)
+        prices[type_name] = offering.price
+        labels = offering.labels
         labels_of[type_name] = labels
-        if not pool.requirements.matches(labels):
+        if not offering.in_pool:
             errors.append(f"{where}: {type_name} violates NodePool {pool.name} requirements")
-        overhead = _daemon_requests(inputs.daemons, labels, pool.taints)
-        short = _fits(_add(pod_total, overhead), instance_type.allocatable)
+        short = _fits(_add(pod_total, offering.overhead), instance_type.allocatable)
         if short:
             errors.append(f"{where}: {type_name} too small: {', '.join(short)}")
-        errors.extend(
-            _gpu_violations(
-                f"{where} ({type_name})",
-                instance_type.allocatable.get(GPU, 0),
-                pods,
-                labels=instance_type.labels,
+        if gpu_pods:
+            errors.extend(
+                _gpu_violations(
+                    f"{where} ({type_name})",
+                    instance_type.allocatable.get(GPU, 0),
+                    gpu_pods,
+                    labels=instance_type.labels,
+                )
             )
-        )
         accepted: dict[tuple[object, str], bool] = {}
         for pod, signature in zip(pods, signatures, strict=True):
             if signature not in accepted:
@@ -1144,6 +1185,7 @@ def _check_weights(inputs: _Inputs, plan: Mapping[str, Any], placement: _Placeme
             _existing_usage(inputs, pool), *chosen, {"nodes": 1000 * len(claims[pool.name])}
         )
     errors = []
+    rooms: dict[str, list[_Room]] = {}
     for key in sorted(placement.new):
         pod = inputs.pending[key]
         if detect_group(pod.model) is not None or _pod_has_topology(pod) or pod.claims:
@@ -1152,8 +1194,10 @@ def _check_weights(inputs: _Inputs, plan: Mapping[str, Any], placement: _Placeme
         for other in inputs.pools.values():
             if other.weight <= pool.weight:
                 continue
+            if other.name not in rooms:
+                rooms[other.name] = _claim_rooms(inputs, other, claims[other.name])
             if _pool_could_take(inputs, other, pod, usage[other.name]) or _claim_has_room(
-                inputs, other, claims[other.name], pod
+                other, rooms[other.name], pod
             ):
                 errors.append(
                     f"pod {key}: placed on NodePool {pool.name} (weight {pool.weight}) although "
@@ -1189,12 +1233,13 @@ def _pool_could_take(inputs: _Inputs, pool: _Pool, pod: _PodInfo, used: Mapping[
     return False
 
 
-def _claim_has_room(
-    inputs: _Inputs, pool: _Pool, claims: Sequence[Mapping[str, Any]], pod: _PodInfo
-) -> bool:
-    """Whether a planned NodeClaim of the pool has room for the pod on its instanceType."""
-    if pod.fraction is not None or not pod.tolerates(pool.taints):
-        return False
+_Room = tuple[dict[str, str], dict[str, int], Mapping[str, int]]
+"""A planned NodeClaim's node labels, the requests of its pods and its type's allocatable."""
+
+
+def _claim_rooms(inputs: _Inputs, pool: _Pool, claims: Sequence[Mapping[str, Any]]) -> list[_Room]:
+    """The planned NodeClaims of the pool with an instanceType of the pool, as rooms."""
+    rooms = []
     for claim in claims:
         instance_type = pool.instance_types.get(claim["instanceType"])
         if instance_type is None:
@@ -1202,8 +1247,16 @@ def _claim_has_room(
         labels = _new_node_labels(
             pool, instance_type, claim["zone"], claim["capacityType"], inputs.region
         )
-        requests = _add(_resources(claim.get("requests")), pod.requests)
-        if pod.accepts(labels) and not _fits(requests, instance_type.allocatable):
+        rooms.append((labels, _resources(claim.get("requests")), instance_type.allocatable))
+    return rooms
+
+
+def _claim_has_room(pool: _Pool, rooms: Sequence[_Room], pod: _PodInfo) -> bool:
+    """Whether a planned NodeClaim of the pool has room for the pod on its instanceType."""
+    if pod.fraction is not None or not pod.tolerates(pool.taints):
+        return False
+    for labels, requests, allocatable in rooms:
+        if pod.accepts(labels) and not _fits(_add(requests, pod.requests), allocatable):
             return True
     return False
 
