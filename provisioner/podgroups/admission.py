@@ -36,7 +36,6 @@ from provisioner.podgroups import (
     volcano,
 )
 from provisioner.podgroups.context import ProvisioningContext
-from provisioner.podgroups.detect import detect_group
 from provisioner.podgroups.groups import group_info, kueue_workload_key
 from provisioner.podgroups.model import Ecosystem, GroupId, PodGroupInfo, PodGroupRef, Verdict
 from provisioner.scheduling.resources import ResourceListError, requests_of
@@ -256,7 +255,7 @@ def provisionable_verdict(pod: Pod, context: ProvisioningContext) -> Verdict:
         ``Verdict.ok(group)`` or ``Verdict.ignored(reason, group)`` with a reason in the style of
         ``plan``'s ``ignored`` list (``pod group team-b/job is over its queue quota``).
     """
-    ref = detect_group(pod)
+    ref = context.group_of(pod)
     group = None
     if ref is not None and karpenter_ignore_reason(pod) is None:
         group = _judge_group(pod, ref, context, [pod])
@@ -269,8 +268,7 @@ def provisionable_verdicts(pods: Iterable[Pod], context: ProvisioningContext) ->
     Pods of a group that are not in ``context.pods`` are counted as members.
     """
     batch = list(pods)
-    detect = context.detector or detect_group
-    refs = {pod.key: detect(pod) for pod in batch}
+    refs = {pod.key: context.group_of(pod) for pod in batch}
     extra: dict[GroupId, list[Pod]] = {}
     for pod in batch:
         ref = refs[pod.key]

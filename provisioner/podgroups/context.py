@@ -68,15 +68,18 @@ class ProvisioningContext:
 
     def __post_init__(self) -> None:
         index: dict[GroupId, dict[str, Pod]] = {}
-        detect = detect_group if self.detector is None else self.detector
         for pod in self.pods:
             if is_terminal(pod):
                 continue
-            ref = detect(pod)
+            ref = self.group_of(pod)
             if ref is not None:
                 index.setdefault(ref.group_id, {})[pod.key] = pod
         members = {gid: tuple(pods[k] for k in sorted(pods)) for gid, pods in index.items()}
         object.__setattr__(self, "members", members)
+
+    def group_of(self, pod: Pod) -> PodGroupRef | None:
+        """The pod's group (``detect_group``, through ``detector`` when there is one)."""
+        return detect_group(pod) if self.detector is None else self.detector(pod)
 
 
 def _key(metadata: Mapping[str, Any], *, namespaced: bool) -> str:

@@ -20,7 +20,6 @@ from provisioner.apis.duration import DurationError, parse_go_duration
 from provisioner.podgroups import kai, keys, volcano
 from provisioner.podgroups import workload as kube_workload
 from provisioner.podgroups.context import ProvisioningContext
-from provisioner.podgroups.detect import detect_group
 from provisioner.podgroups.model import Ecosystem
 
 __all__ = ["has_active_do_not_disrupt", "is_gpu_reservation_pod", "is_non_preemptible"]
@@ -35,7 +34,7 @@ def is_non_preemptible(
 
     A reason that names a pod group applies to every member: disrupting one breaks the group.
     """
-    ref = (context.detector or detect_group)(pod)
+    ref = context.group_of(pod)
     if ref is not None and ref.ecosystem == Ecosystem.WORKLOAD_API:
         group = context.kube_pod_groups.get(ref.key)
         reason = kube_workload.disruption_reason(ref.key, group) if group is not None else None

@@ -29,7 +29,6 @@ from provisioner.podgroups import (
     PodGroupRef,
     ProvisioningContext,
     build_context,
-    detect_group,
     group_info,
     has_active_do_not_disrupt,
     is_gpu_reservation_pod,
@@ -326,8 +325,7 @@ class ClusterFacts:
         """The gang the pod belongs to (a group of minimum at least 2), or None."""
         if pod.key in self._gangs:
             return self._gangs[pod.key]
-        detector = self.context.detector
-        ref = detect_group(pod) if detector is None else detector(pod)
+        ref = self.context.group_of(pod)
         key: GangKey | None = None
         if ref is not None:
             gid = "/".join(ref.group_id)
