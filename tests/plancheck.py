@@ -336,7 +336,8 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
     by_kind: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for obj in objects:
         by_kind[str(obj.get("kind"))].append(obj)
-    by_kind["Pod"].extend(_request_pods(by_kind["ProvisioningRequest"], by_kind["PodTemplate"]))
+    requested = _request_pods(by_kind["ProvisioningRequest"], by_kind["PodTemplate"])
+    by_kind["Pod"].extend(requested)
     pods = {_key(p): _pod_info(p) for p in by_kind["Pod"] if not _is_terminal(p)}
     claim_names = {str(_meta(c).get("name")) for c in by_kind["NodeClaim"]}
     nominated = {
@@ -395,7 +396,6 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
     for key, node_name in bound_node.items():
         if node_name in nodes:
             nodes[node_name].bound.append(pods[key])
-    given = {id(obj) for obj in objects}
     return _Inputs(
         pods=pods,
         pending=pending,
@@ -406,8 +406,7 @@ def _read(objects: Sequence[Mapping[str, Any]], catalog: CatalogInput, region: s
         claims={_key(c): c for c in by_kind["PersistentVolumeClaim"]},
         volumes={str(_meta(v).get("name")): v for v in by_kind["PersistentVolume"]},
         classes={str(_meta(s).get("name")): s for s in by_kind["StorageClass"]},
-        # the request pods added above (an input pod is skipped by identity before the scan)
-        raw=[*objects, *(p for p in by_kind["Pod"] if id(p) not in given and p not in objects)],
+        raw=[*objects, *(p for p in requested if p not in objects)],
         region=region,
         node_capacity=node_capacity,
     )
@@ -1219,13 +1218,10 @@ def _pool_could_take(inputs: _Inputs, pool: _Pool, pod: _PodInfo, used: Mapping[
         for offering in instance_type.offerings:
             if not offering.available:
                 continue
-            labels = _new_node_labels(
-                pool, instance_type, offering.zone, offering.capacity_type, inputs.region
-            )
-            if not (pool.requirements.matches(labels) and pod.accepts(labels)):
+            node = _offering(inputs, pool, instance_type, offering.zone, offering.capacity_type)
+            if not (node.in_pool and pod.accepts(node.labels)):
                 continue
-            overhead = _daemon_requests(inputs.daemons, labels, pool.taints)
-            if _fits(_add(pod.requests, overhead), instance_type.allocatable):
+            if _fits(_add(pod.requests, node.overhead), instance_type.allocatable):
                 continue
             if pod.fraction is not None and instance_type.allocatable.get(GPU, 0) < 1000:
                 continue
@@ -1244,10 +1240,10 @@ def _claim_rooms(inputs: _Inputs, pool: _Pool, claims: Sequence[Mapping[str, Any
         instance_type = pool.instance_types.get(claim["instanceType"])
         if instance_type is None:
             continue
-        labels = _new_node_labels(
-            pool, instance_type, claim["zone"], claim["capacityType"], inputs.region
+        offering = _offering(inputs, pool, instance_type, claim["zone"], claim["capacityType"])
+        rooms.append(
+            (offering.labels, _resources(claim.get("requests")), instance_type.allocatable)
         )
-        rooms.append((labels, _resources(claim.get("requests")), instance_type.allocatable))
     return rooms
 
 
