@@ -379,11 +379,12 @@ class PodMetricsController:
                 known = self._labels.get(pod.key)
                 if known is None or known[0] is not pod or known[1] is not node:
                     known = (pod, node, pod_state_labels(pod, node))
+                    # only a pod or node object that changed can change a pod's series
+                    self._store.update(pod.key, [_Sample(gauge, known[2], 1)])
                 labels[pod.key] = known
+            for key in self._labels.keys() - labels.keys():
+                self._store.delete(key)
             self._labels = labels
-            self._store.replace_all(
-                {key: [_Sample(gauge, item[2], 1)] for key, item in labels.items()}
-            )
         return Result.after(POD_METRICS_INTERVAL)
 
 
