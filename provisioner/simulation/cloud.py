@@ -35,6 +35,10 @@ The controllers get boto3 clients from one session whose botocore event hooks
   every parameter for its prefix, per member, so a CreateFleet with hundreds of overrides took
   most of a second to parse; while the account runs, :mod:`provisioner.simulation.motoquery`
   answers that test from the parameter names sorted once (same parse, same result).
+* **moto's response serializer.** moto finds each member of a response object by trying
+  candidate names from six alias rules, worked out again for every member of every object;
+  while the account runs, :mod:`provisioner.simulation.motoserialize` keeps the candidates per
+  object class, member and shape (same values picked, same response).
 * **moto's tag lookups.** moto reads one resource's tags (for every instance it describes and
   every tag filter it applies) by matching a pattern against every tagged resource of the
   account, fleets and launch templates included, so each lookup grows with the run; the
@@ -70,7 +74,7 @@ from provisioner.apis.labels import (
     CAPACITY_TYPE_RESERVED,
     CAPACITY_TYPE_SPOT,
 )
-from provisioner.simulation import motoquery
+from provisioner.simulation import motoquery, motoserialize
 from provisioner.simulation.timeline import Timeline
 
 __all__ = [
@@ -308,6 +312,7 @@ class MotoCloud:
             raise RuntimeError("another simulation is running in this process")
         self._locked = True
         self._patches.enter_context(motoquery.indexed())
+        self._patches.enter_context(motoserialize.memoized())
         stubber = BotocoreStubber()
         stubber.enabled = True
         self._stubber = stubber
