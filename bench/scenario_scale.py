@@ -20,8 +20,9 @@ import math
 import random
 import resource
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -194,15 +195,30 @@ def pods_created(report: dict[str, Any]) -> int:
 
 
 def measure(
-    pods: int = 5000, hours: int = 24, seed: int = 1, *, catalog: Path | None = None
+    pods: int = 5000,
+    hours: int = 24,
+    seed: int = 1,
+    *,
+    catalog: Path | None = None,
+    progress: Any = None,
 ) -> dict[str, Any]:
-    """Replay the generated scenario and time it."""
+    """Replay the generated scenario and time it.
+
+    ``progress`` (a ``multiprocessing.Value("d")``), when given, is kept at the virtual
+    seconds replayed so far (sampled every ``PROGRESS_SECONDS`` of wall time by a thread,
+    so the replay itself is not touched).
+    """
     generated = scenario(pods, hours, seed)
     if catalog is not None:
         generated = dataclasses.replace(generated, catalog=catalog)
-    simulation = Simulation(generated, factory=manager_factory, options=RunOptions(seed=seed))
+    options = RunOptions(seed=seed)
+    if progress is not None:
+        options = dataclasses.replace(options, on_start=_sampling(progress))
+    simulation = Simulation(generated, factory=manager_factory, options=options)
     started, cpu = time.perf_counter(), time.process_time()
     report = simulation.run()
+    if progress is not None:
+        progress.value = generated.duration  # replayed to the end
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu
     world = simulation.world
@@ -222,8 +238,28 @@ def measure(
     }
 
 
-def _measure_into(queue: Any, pods: int, hours: int, seed: int) -> None:
-    queue.put(measure(pods, hours, seed))
+PROGRESS_SECONDS: Final = 0.5
+"""How often (wall seconds) a capped replay's virtual time is sampled."""
+
+
+def _sampling(progress: Any) -> Callable[[Simulation], None]:
+    """An ``on_start`` hook: a daemon thread copies the replay's virtual time to ``progress``."""
+
+    def start(simulation: Simulation) -> None:
+        timeline = simulation.world.timeline
+
+        def sample() -> None:
+            while True:
+                progress.value = timeline.now
+                time.sleep(PROGRESS_SECONDS)
+
+        threading.Thread(target=sample, name="replay-progress", daemon=True).start()
+
+    return start
+
+
+def _measure_into(queue: Any, progress: Any, pods: int, hours: int, seed: int) -> None:
+    queue.put(measure(pods, hours, seed, progress=progress))
 
 
 def measure_capped(
@@ -239,7 +275,8 @@ def measure_capped(
 
     context = multiprocessing.get_context("fork")
     results: Any = context.Queue()
-    child = context.Process(target=_measure_into, args=(results, pods, hours, seed))
+    progress: Any = context.Value("d", 0.0)
+    child = context.Process(target=_measure_into, args=(results, progress, pods, hours, seed))
     started = time.perf_counter()
     child.start()
     try:
@@ -252,6 +289,7 @@ def measure_capped(
             "podsPlanned": pods,
             "wallSeconds": round(time.perf_counter() - started, 1),
             "unfinished": True,
+            "virtualHours": round(progress.value / 3600, 2),
         }
     child.join()
     return result
@@ -270,8 +308,8 @@ def lines(result: dict[str, Any] | None) -> list[str]:
                 "Deployments on a diurnal curve, scaled hourly; an hourly batch Job; about "
                 f"{result['podsPlanned']:,} pods) and replays it with `jointer simulate`'s "
                 "engine and the production controllers. The replay had not finished after "
-                f"{result['wallSeconds']:.0f} s of wall time and was stopped (target ≤ "
-                f"{WALL_TARGET_SECONDS:.0f} s: NO)."
+                f"{result['wallSeconds']:.0f} s of wall time and was stopped"
+                f"{_reached(result)} (target ≤ {WALL_TARGET_SECONDS:.0f} s: NO)."
             ),
             "",
         ]
@@ -290,6 +328,18 @@ def lines(result: dict[str, Any] | None) -> list[str]:
         ),
         "",
     ]
+
+
+def _reached(result: dict[str, Any]) -> str:
+    """How far a stopped replay got, and the whole day's wall time at that pace."""
+    reached = float(result.get("virtualHours") or 0.0)
+    if reached <= 0:
+        return ""
+    pace = result["wallSeconds"] * result["hours"] / reached
+    return (
+        f" at virtual hour {reached:.1f} of {result['hours']} (about {pace:,.0f} s for the "
+        "whole day at that pace)"
+    )
 
 
 def _cpu(result: dict[str, Any]) -> str:

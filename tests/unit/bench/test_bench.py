@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
+import types
 from pathlib import Path
+from typing import Any
 
 from bench import run, workloads
 
@@ -115,6 +118,20 @@ def test_an_unfinished_scale_replay_is_reported_as_missing_its_target() -> None:
         {"hours": 24, "podsPlanned": 5000, "wallSeconds": 900.0, "unfinished": True}
     )
     assert any("had not finished after 900 s" in line and ": NO)" in line for line in unfinished)
+    assert not any("virtual hour" in line for line in unfinished)
+    reached = scenario_scale.lines(
+        {
+            "hours": 24,
+            "podsPlanned": 5000,
+            "wallSeconds": 600.0,
+            "unfinished": True,
+            "virtualHours": 8.0,
+        }
+    )
+    assert any(
+        "stopped at virtual hour 8.0 of 24 (about 1,800 s for the whole day at that pace)" in line
+        for line in reached
+    )
 
 
 def test_a_capped_replay_stops_at_its_cap() -> None:
@@ -123,6 +140,27 @@ def test_a_capped_replay_stops_at_its_cap() -> None:
     result = scenario_scale.measure_capped(pods=2000, hours=24, cap_seconds=1.0)
     assert result["unfinished"] is True
     assert result["podsPlanned"] == 2000
+    assert 0.0 <= result["virtualHours"] < 24
+
+
+def test_a_replay_reports_its_virtual_time_while_it_runs() -> None:
+    import multiprocessing  # noqa: PLC0415
+
+    from bench import scenario_scale  # noqa: PLC0415
+
+    progress: Any = multiprocessing.get_context("fork").Value("d", 0.0)
+    timeline = types.SimpleNamespace(now=0.0)
+    simulation: Any = types.SimpleNamespace(world=types.SimpleNamespace(timeline=timeline))
+    scenario_scale._sampling(progress)(simulation)
+    timeline.now = 1234.5
+    waited = 0.0
+    while progress.value != 1234.5 and waited < 10:  # the sampler copies it within 0.5 s
+        time.sleep(0.05)
+        waited += 0.05
+    assert progress.value == 1234.5
+    result = scenario_scale.measure(pods=20, hours=1, progress=progress)
+    assert result["hours"] == 1
+    assert progress.value == 3600.0
 
 
 def test_each_row_is_checked_and_a_violation_fails_the_summary(tmp_path: Path) -> None:
