@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from botocore import serialize
 from botocore.session import get_session
 from hypothesis import given
 from hypothesis import strategies as st
 from moto.core.parse import EC2QueryParser, QueryParser, RequestDict
+from moto.core.serialize import AttributePicker
 from werkzeug.datastructures import Headers, MultiDict
 
 from provisioner.simulation.cloud import MotoCloud
@@ -77,18 +79,22 @@ def test_a_large_create_fleet_parses_to_the_same_parameters() -> None:
     }
 
 
-def test_the_index_is_installed_only_while_an_account_runs() -> None:
-    original = QueryParser._gonna_recurse
+@pytest.mark.parametrize(
+    ("owner", "method"), [(QueryParser, "_gonna_recurse"), (AttributePicker, "__call__")]
+)
+def test_moto_is_patched_only_while_an_account_runs(owner: type, method: str) -> None:
+    """The query parser's index and the serializer's memo (``motoserialize``) alike."""
+    original = getattr(owner, method)
     cloud = MotoCloud(
         timeline=Timeline(), region="us-east-1", cluster="demo", zones=("us-east-1a",), seed=3
     )
     cloud.start()
     try:
-        assert QueryParser._gonna_recurse is not original
+        assert getattr(owner, method) is not original
         subnets = cloud.client("ec2").describe_subnets(
             Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["demo"]}]
         )["Subnets"]
         assert subnets
     finally:
         cloud.stop()
-    assert QueryParser._gonna_recurse is original
+    assert getattr(owner, method) is original

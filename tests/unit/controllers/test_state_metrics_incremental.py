@@ -202,38 +202,24 @@ def test_pod_state_labels_are_computed_once_per_pod_and_node_object(
     controller.reconcile(Request())
     assert len(labelled) == 4
     labelled.clear()
+    written: list[str] = []
+    update = statemetrics.GaugeStore.update
+
+    def writing(store: statemetrics.GaugeStore, key: str, samples: Any) -> None:
+        written.append(key)
+        update(store, key, samples)
+
+    monkeypatch.setattr(statemetrics.GaugeStore, "update", writing)
     moved = pod("p-1", "b", "100m")
-    state.change([a, node("b")], [pods[0], moved, pods[2]])
+    state.change([a, node("b")], [pods[0], moved, pods[2]])  # p-3 is gone
     controller.reconcile(Request())
     assert labelled == ["p-1"]
+    assert written == ["default/p-1"]  # unchanged pods' series are not written again
     monkeypatch.undo()
     assert series(registry) == pod_gauges(state)
+    assert not [labels for labels in series(registry) if ("name", "p-3") in labels]
     labelled.clear()
     monkeypatch.setattr(statemetrics, "pod_state_labels", counting)
     state.change([node("a"), node("b")], [pods[0], moved, pods[2]])  # new Node objects
     controller.reconcile(Request())
     assert sorted(labelled) == ["p-0", "p-1", "p-2"]
-
-
-def test_pod_series_are_written_only_for_changed_pods_and_removed_for_gone_ones(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    a = node("a")
-    pods = [pod(f"p-{i}", "a", "100m") for i in range(3)]
-    state = PodState([a], pods)
-    registry = CollectorRegistry()
-    controller = PodMetricsController(state=state, metrics=Metrics(registry))  # type: ignore[arg-type]
-    controller.reconcile(Request())
-    written: list[str] = []
-    original = statemetrics.GaugeStore.update
-
-    def counting(store: statemetrics.GaugeStore, key: str, samples: Any) -> None:
-        written.append(key)
-        original(store, key, samples)
-
-    monkeypatch.setattr(statemetrics.GaugeStore, "update", counting)
-    state.change([a], [pods[0], pod("p-1", "a", "200m")])  # p-1 replaced, p-2 deleted
-    controller.reconcile(Request())
-    assert written == ["default/p-1"]
-    assert series(registry) == pod_gauges(state)
-    assert not [labels for labels in series(registry) if ("name", "p-2") in labels]
