@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["memoized"]
+__all__ = ["MEMO_LIMIT", "memoized"]
+
+MEMO_LIMIT: Final = 50_000
+"""Entries kept before the memo starts again (botocore caches its shapes, so a run's members
+number in the thousands; the limit only guards against shapes built afresh per request)."""
 
 _Key = tuple[type, tuple[type, ...], type, str, int, int]
 _Entry = tuple[object, object, tuple[str, ...]]
@@ -41,6 +45,8 @@ def _picker(memo: dict[_Key, _Entry]) -> Callable[[Any, Any], Any]:
         entry = memo.get(key)
         # the entry holds the shape and parent, so their ids are not reused while it lives
         if entry is None or entry[0] is not shape or entry[1] is not parent:
+            if len(memo) >= MEMO_LIMIT:
+                memo.clear()
             entry = (shape, parent, tuple(picker.get_possible_keys(context)))
             memo[key] = entry
         value = None

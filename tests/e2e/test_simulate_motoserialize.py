@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import pytest
 from moto import mock_aws
 from moto.core.serialize import AttributePickerContext, XFormedAttributePicker
 from moto.core.utils import get_service_model
 
+from provisioner.simulation import motoserialize
 from provisioner.simulation.motoserialize import memoized
 
 
@@ -78,7 +80,12 @@ class Fleet:
         self.id = fleet_id
 
 
-def test_candidates_are_kept_per_object_class_member_and_shape() -> None:
+@pytest.mark.parametrize("limit", [motoserialize.MEMO_LIMIT, 2])
+def test_candidates_are_kept_per_object_class_member_and_shape(
+    limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also when the memo fills up and starts again (``limit`` 2)."""
+    monkeypatch.setattr(motoserialize, "MEMO_LIMIT", limit)
     model = get_service_model("ec2")
     instance: Any = model.shape_for("Instance")
     reservation: Any = model.shape_for("Reservation")
