@@ -309,7 +309,7 @@ def lines(result: dict[str, Any] | None) -> list[str]:
                 f"{result['podsPlanned']:,} pods) and replays it with `jointer simulate`'s "
                 "engine and the production controllers. The replay had not finished after "
                 f"{result['wallSeconds']:.0f} s of wall time and was stopped"
-                f"{_reached(result)} (target ≤ {WALL_TARGET_SECONDS:.0f} s: NO)."
+                f"{_reached(result)}target ≤ {WALL_TARGET_SECONDS:.0f} s: NO)."
             ),
             "",
         ]
@@ -331,14 +331,15 @@ def lines(result: dict[str, Any] | None) -> list[str]:
 
 
 def _reached(result: dict[str, Any]) -> str:
-    """How far a stopped replay got, and the whole day's wall time at that pace."""
+    """How far a stopped replay got and the whole day's wall time at that pace, then the
+    opening of the parenthesis the target goes in."""
     reached = float(result.get("virtualHours") or 0.0)
     if reached <= 0:
-        return ""
+        return " ("
     pace = result["wallSeconds"] * result["hours"] / reached
     return (
         f" at virtual hour {reached:.1f} of {result['hours']} (about {pace:,.0f} s for the "
-        "whole day at that pace)"
+        "whole day at that pace; "
     )
 
 

@@ -117,7 +117,10 @@ def test_an_unfinished_scale_replay_is_reported_as_missing_its_target() -> None:
     unfinished = scenario_scale.lines(
         {"hours": 24, "podsPlanned": 5000, "wallSeconds": 900.0, "unfinished": True}
     )
-    assert any("had not finished after 900 s" in line and ": NO)" in line for line in unfinished)
+    assert any(
+        "had not finished after 900 s of wall time and was stopped (target ≤ 300 s: NO)." in line
+        for line in unfinished
+    )
     assert not any("virtual hour" in line for line in unfinished)
     reached = scenario_scale.lines(
         {
@@ -129,7 +132,8 @@ def test_an_unfinished_scale_replay_is_reported_as_missing_its_target() -> None:
         }
     )
     assert any(
-        "stopped at virtual hour 8.0 of 24 (about 1,800 s for the whole day at that pace)" in line
+        "stopped at virtual hour 8.0 of 24 (about 1,800 s for the whole day at that pace; "
+        "target ≤ 300 s: NO)." in line
         for line in reached
     )
 
