@@ -22,7 +22,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -212,11 +212,16 @@ def measure(
     if catalog is not None:
         generated = dataclasses.replace(generated, catalog=catalog)
     options = RunOptions(seed=seed)
-    if progress is not None:
-        options = dataclasses.replace(options, on_start=_sampling(progress))
+    sampler = None if progress is None else ProgressSampler(progress)
+    if sampler is not None:
+        options = dataclasses.replace(options, on_start=sampler.start)
     simulation = Simulation(generated, factory=manager_factory, options=options)
     started, cpu = time.perf_counter(), time.process_time()
-    report = simulation.run()
+    try:
+        report = simulation.run()
+    finally:
+        if sampler is not None:
+            sampler.stop()
     if progress is not None:
         progress.value = generated.duration  # replayed to the end
     wall = time.perf_counter() - started
@@ -242,20 +247,38 @@ PROGRESS_SECONDS: Final = 0.5
 """How often (wall seconds) a capped replay's virtual time is sampled."""
 
 
-def _sampling(progress: Any) -> Callable[[Simulation], None]:
-    """An ``on_start`` hook: a daemon thread copies the replay's virtual time to ``progress``."""
+class ProgressSampler:
+    """Copies a replay's virtual seconds to a shared value from a thread, until stopped.
 
-    def start(simulation: Simulation) -> None:
+    Used as the replay's ``on_start`` hook, so the replay itself is untouched.
+
+    Args:
+        progress: a ``multiprocessing.Value("d")``.
+    """
+
+    def __init__(self, progress: Any) -> None:
+        self._progress = progress
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, simulation: Simulation) -> None:
+        """Start sampling ``simulation``'s timeline every ``PROGRESS_SECONDS``."""
         timeline = simulation.world.timeline
 
         def sample() -> None:
             while True:
-                progress.value = timeline.now
-                time.sleep(PROGRESS_SECONDS)
+                self._progress.value = timeline.now
+                if self._stopped.wait(PROGRESS_SECONDS):
+                    return
 
-        threading.Thread(target=sample, name="replay-progress", daemon=True).start()
+        self._thread = threading.Thread(target=sample, name="replay-progress", daemon=True)
+        self._thread.start()
 
-    return start
+    def stop(self) -> None:
+        """Stop sampling (the value keeps the last sample)."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _measure_into(queue: Any, progress: Any, pods: int, hours: int, seed: int) -> None:
@@ -308,8 +331,7 @@ def lines(result: dict[str, Any] | None) -> list[str]:
                 "Deployments on a diurnal curve, scaled hourly; an hourly batch Job; about "
                 f"{result['podsPlanned']:,} pods) and replays it with `jointer simulate`'s "
                 "engine and the production controllers. The replay had not finished after "
-                f"{result['wallSeconds']:.0f} s of wall time and was stopped"
-                f"{_reached(result)}target ≤ {WALL_TARGET_SECONDS:.0f} s: NO)."
+                f"{result['wallSeconds']:.0f} s of wall time and was stopped{_reached(result)}."
             ),
             "",
         ]
@@ -331,15 +353,15 @@ def lines(result: dict[str, Any] | None) -> list[str]:
 
 
 def _reached(result: dict[str, Any]) -> str:
-    """How far a stopped replay got and the whole day's wall time at that pace, then the
-    opening of the parenthesis the target goes in."""
+    """Where a stopped replay got, the whole day's wall time at that pace, and the target."""
+    target = f"target ≤ {WALL_TARGET_SECONDS:.0f} s: NO"
     reached = float(result.get("virtualHours") or 0.0)
     if reached <= 0:
-        return " ("
+        return f" ({target})"
     pace = result["wallSeconds"] * result["hours"] / reached
     return (
         f" at virtual hour {reached:.1f} of {result['hours']} (about {pace:,.0f} s for the "
-        "whole day at that pace; "
+        f"whole day at that pace; {target})"
     )
 
 

@@ -155,12 +155,16 @@ def test_a_replay_reports_its_virtual_time_while_it_runs() -> None:
     progress: Any = multiprocessing.get_context("fork").Value("d", 0.0)
     timeline = types.SimpleNamespace(now=0.0)
     simulation: Any = types.SimpleNamespace(world=types.SimpleNamespace(timeline=timeline))
-    scenario_scale._sampling(progress)(simulation)
+    sampler = scenario_scale.ProgressSampler(progress)
+    sampler.start(simulation)
     timeline.now = 1234.5
     waited = 0.0
     while progress.value != 1234.5 and waited < 10:  # the sampler copies it within 0.5 s
         time.sleep(0.05)
         waited += 0.05
+    sampler.stop()
+    assert progress.value == 1234.5
+    timeline.now = 99.0  # stop() joined the thread: nothing copies this any more
     assert progress.value == 1234.5
     result = scenario_scale.measure(pods=20, hours=1, progress=progress)
     assert result["hours"] == 1
