@@ -443,8 +443,10 @@ class _Packer:
         self._options: dict[tuple[object, ...], list[_Offers]] = {}
         self._ranked: dict[tuple[object, ...], _Lazy[_Offers]] = {}
         self._ranked_all: dict[tuple[object, ...], _Lazy[BinType]] = {}
-        # per (zone, demand): leading open bins cost-aware fills skip (see ``_skip_key``)
-        self._skip: dict[tuple[str | None, int], int] = {}
+        # per (zone, offerings, demand): leading open bins cost-aware fills skip (``_skip_key``)
+        self._skip: dict[tuple[str | None, int, int], int] = {}
+        # per (zone, offerings): the open bins a cost-aware fill may use (``_usable_open``)
+        self._usable: dict[tuple[str | None, int], _Usable] = {}
         self._skip_gen = 0  # bumped by every clear of ``_skip``
         # Karpenter's fill order per zone, kept sorted; cleared by ``undo``
         self._orders: dict[str | None, _NpodsOrder] = {}
@@ -1118,9 +1120,13 @@ class _Packer:
         zone = domain[1]
         widen = not self.karpenter and self.needy(c)
         skip_key = self._skip_key(c, zone) if not widen else None
-        start = self._skip.get(skip_key, 0) if skip_key is not None else 0
+        start = 0
+        if skip_key is None:
+            opened = self._open_order(zone)
+        else:
+            start = self._skip.get(skip_key, 0)
+            opened = self._usable_open(c, zone)[start:]
         gen = self._skip_gen
-        opened = self._open_order(zone)[start:]
         group = None if self.karpenter else self.one_bin_group(c)
         if group is not None and not self.s.placed[group]:
             # a one-bin group starts on a new bin chosen to hold it whole (``_whole_first``),
@@ -1184,21 +1190,48 @@ class _Packer:
         return placed, spent
 
     def _clear_skips(self) -> None:
-        """Forget the skip counts (a bin list changed other than at its end, or bins grew)."""
+        """Forget skip counts and usable lists (a list changed but at its end, or a bin grew)."""
         self._skip.clear()
+        self._usable.clear()
         self._skip_gen += 1
 
-    def _skip_key(self, c: PodClass, zone: str | None) -> tuple[str | None, int] | None:
+    def _skip_key(self, c: PodClass, zone: str | None) -> tuple[str | None, int, int] | None:
         """Return the key of the skip count of cost-aware fills of ``c`` in ``zone``, if any.
 
         Cost-aware fills try open bins in a list that only grows at its end (between undos,
         widenings and re-pinnings, which clear the counts), and a bin spent for a demand (see
         ``_visit``) stays spent meanwhile: pods are only added, offerings only dropped. So a
-        fill may start after the leading bins that earlier fills of that demand found spent.
+        fill may start after the leading bins that earlier fills of that demand found spent
+        in the same list (``_usable_open``, one per offerings).
         """
         if self.karpenter or (zone is not None and self.s.by_zone[None]):
             return None
-        return zone, self._kind(c)[1]
+        kind = self._kind(c)
+        return zone, kind[0], kind[1]
+
+    def _usable_open(self, c: PodClass, zone: str | None) -> list[_Bin]:
+        """Return the open new bins a cost-aware fill of ``c`` in ``zone`` tries, in order.
+
+        That is ``_open_order(zone)`` without the bins none of whose offerings ``c`` may use
+        (``_none_allowed`` of ``by_cpu``, which only a widening changes): ``fit`` would find
+        nothing there. Kept per (zone, offerings) and extended as the list grows at its end;
+        cleared with the skip counts. Only for fills with a ``_skip_key``.
+        """
+        key = (zone, self._kind(c)[0])
+        usable = self._usable.get(key)
+        if usable is None:
+            usable = self._usable[key] = _Usable([], self.n_existing if zone is None else 0)
+        base = self.s.bins if zone is None else self.s.by_zone[zone]
+        if usable.seen < len(base):
+            allowed = c.allowed_bin_types
+            if len(allowed) < len(self.p.bin_types):
+                usable.bins.extend(
+                    b for b in base[usable.seen :] if not _none_allowed(b.by_cpu, allowed)
+                )
+            else:
+                usable.bins.extend(base[usable.seen :])
+            usable.seen = len(base)
+        return usable.bins
 
     def place_class(
         self, c: PodClass, domain: Domain, n: int, log: list[_Move] | None = None
@@ -1355,6 +1388,14 @@ class _Packer:
             else:
                 break
         return placed
+
+
+@dataclass(slots=True)
+class _Usable:
+    """The open bins a kind of class may use (``bins``), from the first ``seen`` of a list."""
+
+    bins: list[_Bin]
+    seen: int
 
 
 def _gate_ok(group: Mapping[str, int], present: list[str], below: list[tuple[str, int]]) -> bool:

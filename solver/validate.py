@@ -182,15 +182,6 @@ def _check_fraction_devices(
         device_use[d] += x * c.gpu_fraction_milli
 
 
-def _members_by_bin(bins: list[_Bin], keys: set[str]) -> list[tuple[_Bin, int]]:
-    out = []
-    for b in bins:
-        n = sum(v for k, v in b.placement.counts.items() if k in keys)
-        if n > 0:
-            out.append((b, n))
-    return out
-
-
 def _members_by_group(
     bins: list[_Bin], groups_of: Mapping[str, Iterable[str]]
 ) -> dict[str, list[tuple[_Bin, int]]]:
@@ -232,6 +223,13 @@ def _check_topology(
     problem: Problem, classes: dict[str, PodClass], bins: list[_Bin], out: list[str]
 ) -> None:
     by_group = _members_by_group(bins, {k: c.topology for k, c in classes.items()})
+    carrier_of: defaultdict[str, list[str]] = defaultdict(list)
+    for t in problem.topology:
+        if isinstance(t, CoLocation):
+            for k in set(t.carriers):
+                carrier_of[k].append(t.id)
+    # per co-location, the bins holding its carriers and how many (bin order)
+    carried = _members_by_group(bins, carrier_of)
     for t in problem.topology:
         members = by_group.get(t.id, [])
         per_zone: Counter[str] = Counter()
@@ -242,7 +240,7 @@ def _check_topology(
         elif isinstance(t, AntiAffinity):
             _check_anti(t, members, per_zone, out)
         elif isinstance(t, CoLocation):
-            _check_colocation(t, bins, members, per_zone, out)
+            _check_colocation(t, carried.get(t.id, []), members, per_zone, out)
         else:
             _check_affinity(t, members, per_zone, out)
 
@@ -278,12 +276,11 @@ def _check_anti(
 
 def _check_colocation(
     t: CoLocation,
-    bins: list[_Bin],
+    carriers: list[tuple[_Bin, int]],
     members: list[tuple[_Bin, int]],
     per_zone: Counter[str],
     out: list[str],
 ) -> None:
-    carriers = _members_by_bin(bins, set(t.carriers))
     if t.key is TopologyKey.HOSTNAME:
         hosts = {id(b) for b, _ in members}
         for b, _ in carriers:
@@ -377,6 +374,13 @@ def _check_weights(
             out.append(f"gang {g}: on a lower-weight pool while pool {pool} can take it whole")
 
 
+def _covers(big: Mapping[str, int], small: Mapping[str, int]) -> bool:
+    """Return whether ``big`` has at least ``small``'s amount of every resource."""
+    return all(big.get(r, 0) >= v for r, v in small.items()) and all(
+        v >= 0 for r, v in big.items() if r not in small
+    )
+
+
 class _WeightCheck:
     """Whether a higher-weight pool can still take pods a plan put on a lower-weight pool.
 
@@ -393,7 +397,7 @@ class _WeightCheck:
         self.left = Leftover.of(problem, solution.new_bins)
         self.weights = problem.pool_weights
         self._fitting: dict[tuple[object, ...], list[BinType]] = {}
-        self._rooms: list[dict[str, int]] | None = None
+        self._fronts: dict[str, list[tuple[int, dict[str, int]]]] | None = None
         carriers = {k for t in problem.topology if isinstance(t, CoLocation) for k in t.carriers}
         self.plain = {
             c.key
@@ -427,17 +431,40 @@ class _WeightCheck:
         """Return a pool heavier than ``w`` whose planned bin has room for a pod of ``c``."""
         if c.key not in self.plain:
             return None
-        if self._rooms is None:
-            self._rooms = [self._room(nb.bin_type, nb.placement) for nb in self.solution.new_bins]
-        for nb, room in zip(self.solution.new_bins, self._rooms, strict=True):
-            bt = self.types.get(nb.bin_type)
-            if bt is None or self.weights.get(bt.pool, 0) <= w:
+        if self._fronts is None:
+            self._fronts = self._room_fronts()
+        first: int | None = None
+        pool = None
+        need = [(r, v) for r, v in c.demand.items() if v > 0]
+        for tid, front in self._fronts.items():
+            bt = self.types[tid]
+            if self.weights.get(bt.pool, 0) <= w or tid not in c.allowed_bin_types:
                 continue
-            if bt.id in c.allowed_bin_types and all(
-                v <= room.get(r, 0) for r, v in c.demand.items() if v > 0
-            ):
-                return bt.pool
-        return None
+            for i, room in front:
+                if first is not None and i >= first:
+                    break
+                if all(v <= room.get(r, 0) for r, v in need):
+                    first, pool = i, bt.pool
+                    break
+        return pool
+
+    def _room_fronts(self) -> dict[str, list[tuple[int, dict[str, int]]]]:
+        """Return, per bin type, the plan's bins of it no earlier bin of it dominates.
+
+        A bin is left out when an earlier bin of its type has at least its room of every
+        resource: any pod the later one has room for, the earlier one has too. So the first
+        bin with room for a pod is in its type's list (kept in plan order), and
+        ``room_higher`` looks at a few bins per type instead of every bin of the plan.
+        """
+        fronts: dict[str, list[tuple[int, dict[str, int]]]] = {}
+        for i, nb in enumerate(self.solution.new_bins):
+            if nb.bin_type not in self.types:
+                continue
+            room = self._room(nb.bin_type, nb.placement)
+            front = fronts.setdefault(nb.bin_type, [])
+            if not any(_covers(kept, room) for _, kept in front):
+                front.append((i, room))
+        return fronts
 
     def _room(self, type_id: str, placement: Placement) -> dict[str, int]:
         bt = self.types.get(type_id)

@@ -18,7 +18,8 @@ from solver.greedy import (
     cost_aware_ffd,
     karpenter_ffd,
 )
-from solver.problem import BinType, PodClass, Problem
+from solver.problem import BinType, Gang, PodClass, Problem
+from solver.validate import violations
 from solver.weights import fit_key, fits_one
 from tests.unit.solver.builders import bt, pc
 from tests.unit.solver.strategies import problems
@@ -171,3 +172,41 @@ def test_bins_of_offerings_a_class_may_not_use_are_not_fitted() -> None:
     assert sorted(b.bin_type for b in plan.new_bins) == ["a"] + ["b"] * 20
     # the small pods are only fitted against the bins of their own pool
     assert not [call for call in calls if call.startswith("a") and call.endswith("@pb")]
+
+
+@settings(max_examples=80)
+@given(problems())
+def test_usable_open_bins_keep_the_cost_aware_plans(problem: Problem) -> None:
+    # every open bin, as before the per-offerings lists: the same plans
+    def every_bin(packer: _Packer, _c: PodClass, zone: str | None) -> list[_Bin]:
+        return packer._open_order(zone)
+
+    with patch.object(_Packer, "_usable_open", every_bin):
+        plain = cost_aware_ffd(problem)
+    assert cost_aware_ffd(problem) == plain
+
+
+def test_usable_open_bins_forget_the_bins_an_undone_gang_opened() -> None:
+    # q1 opens the one bin of "a"; the gang's classes (same offerings) open both bins of "b"
+    # (g2 sees g1's), cannot be placed whole and are undone: q2 must then open "b" again,
+    # not go to a dropped bin
+    types = (bt("a", 4000, 16384, 100, max_count=1), bt("b", 4000, 16384, 120, max_count=2))
+    both = ["a", "b"]
+    problem = Problem(
+        types,
+        (
+            pc("q1", 1, 3000, 1024, both),
+            pc("g1", 2, 1800, 1024, both, gang="G"),
+            pc("g2", 3, 1700, 1024, both, gang="G"),
+            pc("q2", 1, 1500, 1024, both),
+            pc("q3", 1, 900, 1024, both),
+        ),
+        gangs=(Gang("G", 5, same_pool=False, same_zone=False),),
+    )
+    plan = cost_aware_ffd(problem)
+    assert violations(problem, plan) == []
+    assert sorted((b.bin_type, sorted(b.placement.counts)) for b in plan.new_bins) == [
+        ("a", ["q1", "q3"]),
+        ("b", ["q2"]),
+    ]
+    assert sorted((u.class_key, u.count) for u in plan.unplaced) == [("g1", 2), ("g2", 3)]

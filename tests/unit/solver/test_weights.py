@@ -248,3 +248,87 @@ def test_falling_through_keeps_every_rule_and_the_optimiser_never_loses(problem:
         # falling through only adds pods to the top tier's plan
         alone = plan(problem, fall_through=False)
         assert placed_g >= sum(alone.placed_counts().values())
+
+
+_ROOM_TYPES = (
+    *TYPES,
+    bt("mid-s", 2000, 8192, 60, pool="mid"),
+    bt("mid-l", 4000, 8192, 90, pool="mid"),
+)
+_ROOM_CLASSES = (
+    pc("small", 50, 250, 512, [t.id for t in _ROOM_TYPES]),
+    pc("wide", 50, 1500, 256, [t.id for t in _ROOM_TYPES]),
+    pc("tall", 50, 100, 6000, ["od-l", "mid-s", "sp-l"]),
+)
+
+
+_KEYS = ("small", "wide", "tall")
+
+
+def _first_bin_with_room(problem: Problem, plan: Solution, c_key: str, w: int) -> str | None:
+    """The scan ``room_higher`` replaced: the first heavier bin, in plan order, with room."""
+    types = {t.id: t for t in problem.bin_types}
+    classes = {c.key: c for c in problem.classes}
+    c = classes[c_key]
+    for nb in plan.new_bins:
+        t = types[nb.bin_type]
+        if problem.pool_weights.get(t.pool, 0) <= w or t.id not in c.allowed_bin_types:
+            continue
+        room = dict(t.capacity)
+        for k, n in nb.placement.counts.items():
+            for r, v in classes[k].demand.items():
+                room[r] = room.get(r, 0) - v * n
+        if all(v <= room.get(r, 0) for r, v in c.demand.items() if v > 0):
+            return t.pool
+    return None
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([t.id for t in _ROOM_TYPES]),
+            st.integers(0, 12),
+            st.integers(0, 4),
+            st.integers(0, 2),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_room_higher_names_the_first_heavier_bin_with_room(
+    bins: list[tuple[str, int, int, int]],
+) -> None:
+    from solver.validate import _WeightCheck  # noqa: PLC0415 - the check under test
+
+    p = Problem(_ROOM_TYPES, _ROOM_CLASSES, pool_weights={"od": 10, "mid": 5})
+    plan = _sol(
+        p,
+        [
+            NewBin(t, Placement({k: n for k, n in zip(_KEYS, ns, strict=True) if n}))
+            for t, *ns in bins
+        ],
+    )
+    check = _WeightCheck(p, {c.key: c for c in p.classes}, plan)
+    for c in p.classes:
+        for w in (0, 5):
+            assert check.room_higher(c, w) == _first_bin_with_room(p, plan, c.key, w)
+
+
+def test_room_higher_prefers_the_earlier_bin_over_its_types_order() -> None:
+    from solver.validate import _WeightCheck  # noqa: PLC0415 - the check under test
+
+    p = Problem(_ROOM_TYPES, _ROOM_CLASSES, pool_weights={"od": 10, "mid": 5})
+    # the first od-l bin is full; the mid-s bin comes before the od-l bin with room
+    plan = _sol(
+        p,
+        [
+            NewBin("od-l", Placement({"small": 32})),
+            NewBin("mid-s", Placement({"small": 1})),
+            NewBin("od-l", Placement({"small": 1})),
+        ],
+    )
+    small = next(c for c in p.classes if c.key == "small")
+    check = _WeightCheck(p, {c.key: c for c in p.classes}, plan)
+    assert check.room_higher(small, 0) == "mid" == _first_bin_with_room(p, plan, "small", 0)
+    assert check.room_higher(small, 5) == "od"
