@@ -268,8 +268,17 @@ class _Domain:
         self.names = names
         self.capped = sorted(rules.caps)
         self.targets = sorted({g for gs in rules.needs.values() for g in gs})
+        # a row's columns: resources, hostname caps, co-location targets, a fraction; bins
+        # and pods count in a few groups of many, so rows start from these and change there
+        width = len(names) + len(self.capped) + len(self.targets) + 1
+        first_cap, first_target = len(names), len(names) + len(self.capped)
+        self._cap_at = {g: first_cap + j for j, g in enumerate(self.capped)}
+        self._target_at = {g: first_target + j for j, g in enumerate(self.targets)}
+        self._room = np.zeros(width, dtype=np.int64)
+        self._room[first_cap:first_target] = [rules.caps[g] for g in self.capped]
+        self._none = np.zeros(width, dtype=np.int64)
         self.free = np.array([self._row(b) for b in self.bins], dtype=np.int64).reshape(
-            len(self.bins), len(names) + len(self.capped) + len(self.targets) + 1
+            len(self.bins), width
         )
         self.alive = np.ones(len(self.bins), dtype=np.bool_)
         zone_ids = sorted({b.t.zone for b in self.bins})
@@ -294,30 +303,36 @@ class _Domain:
         self.type_index[j] = self.type_ids.index(t.id)
         self.allowed.clear()
 
-    def _row(self, b: _Bin) -> list[int]:
+    def _row(self, b: _Bin) -> npt.NDArray[np.int64]:
         """Return what ``b`` can still take (resources, hostname caps, targets, a fraction)."""
         fresh = len(b.load) < b.t.gpus and b.used[self.rules.gpu] < b.t.capacity.get(
             self.rules.gpu, 0
         )
-        return [
-            *(b.t.capacity.get(r, 0) - b.used[r] for r in self.names),
-            *(self.rules.caps[g] - b.group[g] for g in self.capped),
-            *(b.group[g] for g in self.targets),
-            GPU_MILLI if fresh else GPU_MILLI - min(b.load, default=GPU_MILLI),
-        ]
+        row = self._room.copy()
+        capacity = b.t.capacity
+        for j, r in enumerate(self.names):
+            row[j] = capacity.get(r, 0) - b.used[r]
+        for g, n in b.group.items():
+            if (col := self._cap_at.get(g)) is not None:
+                row[col] -= n
+            if (col := self._target_at.get(g)) is not None:
+                row[col] += n
+        row[-1] = GPU_MILLI if fresh else GPU_MILLI - min(b.load, default=GPU_MILLI)
+        return row
 
     def _need(self, c: PodClass) -> npt.NDArray[np.int64]:
         """Return what one pod of ``c`` takes (a carrier: one target already there)."""
-        needs = self.rules.needs.get(c.key, ())
-        return np.array(
-            [
-                *(c.demand.get(r, 0) for r in self.names),
-                *(int(g in c.topology) for g in self.capped),
-                *(int(g in needs) for g in self.targets),
-                c.gpu_fraction_milli,
-            ],
-            dtype=np.int64,
-        )
+        need = self._none.copy()
+        for j, r in enumerate(self.names):
+            need[j] = c.demand.get(r, 0)
+        for g in c.topology:
+            if (col := self._cap_at.get(g)) is not None:
+                need[col] = 1
+        for g in self.rules.needs.get(c.key, ()):
+            if (col := self._target_at.get(g)) is not None:
+                need[col] = 1
+        need[-1] = c.gpu_fraction_milli
+        return need
 
     def refresh(self, i: int) -> None:
         """Recompute bin ``i``'s rows (room, growth) after its pods or offering changed."""
@@ -775,6 +790,7 @@ class _Consolidation:
             [[*self._columns(t.capacity, rules.caps), t.gpus] for t in offerings],
             dtype=np.float64,
         ).reshape(len(offerings), len(self.names) + len(self.capped) + 1)
+        self.negative = (self.cap < 0).any(axis=0)
         self.price = np.array([t.price_micros for t in offerings], dtype=np.float64)
         self.allowed = _Offerings(offerings, [])
         self.by_bin: dict[int, npt.NDArray[np.bool_]] = {}
@@ -806,12 +822,16 @@ class _Consolidation:
         used = np.array([self._used(b) for b in live], dtype=np.float64).reshape(
             len(live), self.cap.shape[1]
         )
+        # columns no live bin uses (most hostname caps) hold every set: left out; they only
+        # give shares of 0 (or 0 / 0, which fmax passes over)
+        columns = np.flatnonzero(used.any(axis=0) | self.negative)
+        used, cap = used[:, columns], self.cap[:, columns]
         cost = np.array([b.t.price_micros for b in live], dtype=np.float64)
         allowed = np.array([self._allows(b) for b in live], dtype=np.bool_).T
         # the largest share of an offering's capacity a bin uses (a use where the offering has
         # none: inf); 0 / 0 (nothing used of nothing) is nan, which fmax passes over
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = used[None, :, :] / self.cap[:, None, :]
+            share = used[None, :, :] / cap[:, None, :]
         size = np.fmax.reduce(share, axis=2)
         size[np.isnan(size)] = 0.0
         usable = allowed & (size <= 1) & ~self.refused[:, None]
@@ -823,7 +843,7 @@ class _Consolidation:
         if rows.size:
             count = usable[rows].sum(axis=1)
             order = np.argsort(-density[rows], axis=1, kind="stable")
-            fits = (np.cumsum(used[order], axis=1) <= self.cap[rows][:, None, :]).all(axis=2)
+            fits = (np.cumsum(used[order], axis=1) <= cap[rows][:, None, :]).all(axis=2)
             fits &= np.arange(len(live))[None, :] < count[:, None]
             ns = np.where(fits.all(axis=1), len(live), fits.argmin(axis=1))
             # prices are whole micro-dollars: the running sums are exact
@@ -838,7 +858,7 @@ class _Consolidation:
         for _, ti, order, _ in sorted(prefixes, key=lambda p: -p[0])[:_FILL_ON]:
             left = order
             for _ in range(_SETS_PER_OFFERING):
-                chosen = self._fill(used, ti, left)
+                chosen = _fill(used, cap[ti], left)
                 saving = float(cost[chosen].sum() - self.price[ti])
                 if len(chosen) < _PAIR or saving <= 0:
                     break
@@ -846,25 +866,6 @@ class _Consolidation:
                 left = left[~np.isin(left, chosen)]
         out.sort(key=lambda x: -x[0])
         return out
-
-    def _fill(
-        self, used: npt.NDArray[np.float64], ti: int, order: npt.NDArray[np.intp]
-    ) -> list[int]:
-        """Return the bins of ``order`` one bin of offering ``ti`` holds, taken in order."""
-        fits = (np.cumsum(used[order], axis=0) <= self.cap[ti]).all(axis=1)
-        n = len(order) if fits.all() else int(np.argmin(fits))
-        chosen: list[int] = order[:n].tolist()
-        room = self.cap[ti] - used[order[:n]].sum(axis=0)
-        rest = order[n:]
-        while rest.size:
-            fits = (used[rest] <= room).all(axis=1)
-            if not fits.any():
-                break
-            k = int(np.argmax(fits))
-            chosen.append(int(rest[k]))
-            room -= used[rest[k]]
-            rest = rest[k + 1 :]
-        return chosen
 
     def run(self, members: list[_Bin], deadline: float | None) -> list[_Bin]:
         """Consolidate ``members`` (merged bins are appended to it); return the new bins."""
@@ -900,6 +901,29 @@ class _Consolidation:
             merged.devices.extend(b.devices)
             merged.load.extend(b.load)
         return merged
+
+
+def _fill(
+    used: npt.NDArray[np.float64], cap: npt.NDArray[np.float64], order: npt.NDArray[np.intp]
+) -> list[int]:
+    """Return the bins of ``order`` (rows of ``used``) one bin of capacity ``cap`` holds.
+
+    The leading run that fits, then every later bin that still fits, in order.
+    """
+    fits = (np.cumsum(used[order], axis=0) <= cap).all(axis=1)
+    n = len(order) if fits.all() else int(np.argmin(fits))
+    chosen: list[int] = order[:n].tolist()
+    room = cap - used[order[:n]].sum(axis=0)
+    rest = order[n:]
+    while rest.size:
+        fits = (used[rest] <= room).all(axis=1)
+        if not fits.any():
+            break
+        k = int(np.argmax(fits))
+        chosen.append(int(rest[k]))
+        room -= used[rest[k]]
+        rest = rest[k + 1 :]
+    return chosen
 
 
 def _zone_bound(problem: Problem) -> frozenset[str]:

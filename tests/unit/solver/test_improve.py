@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.improve import _covers, improve
 from solver.problem import (
+    GPU_MILLI,
     Affinity,
     AntiAffinity,
     CoLocation,
@@ -355,3 +356,53 @@ def test_a_one_bin_group_never_splits_across_bins() -> None:
     assert [b.placement.counts.get("g", 0) for b in out.new_bins if "g" in b.placement.counts] == [
         2
     ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems())
+def test_domain_rows_and_needs_match_their_definitions(problem: Problem) -> None:
+    from solver.improve import _Domain, _Rules  # noqa: PLC0415 - the internals under test
+
+    plan = cost_aware_ffd(problem)
+    rules = _Rules(problem)
+    bins = [rules.load(nb) for nb in plan.new_bins]
+    names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
+    domain = _Domain(rules, bins, names)
+    targets = domain.targets
+    for b in domain.bins:
+        fresh = len(b.load) < b.t.gpus and b.used[rules.gpu] < b.t.capacity.get(rules.gpu, 0)
+        want = [
+            *(b.t.capacity.get(r, 0) - b.used[r] for r in names),
+            *(rules.caps[g] - b.group[g] for g in domain.capped),
+            *(b.group[g] for g in targets),
+            GPU_MILLI if fresh else GPU_MILLI - min(b.load, default=GPU_MILLI),
+        ]
+        assert domain._row(b).tolist() == want
+    for c in problem.classes:
+        needs = rules.needs.get(c.key, ())
+        want = [
+            *(c.demand.get(r, 0) for r in names),
+            *(int(g in c.topology) for g in domain.capped),
+            *(int(g in needs) for g in targets),
+            c.gpu_fraction_milli,
+        ]
+        assert domain._need(c).tolist() == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems())
+def test_consolidation_without_unused_columns_merges_the_same_bins(problem: Problem) -> None:
+    from unittest.mock import patch  # noqa: PLC0415
+
+    from solver.improve import _Consolidation  # noqa: PLC0415 - the internals under test
+
+    init = _Consolidation.__init__
+
+    def every_column(self: _Consolidation, *args: object) -> None:
+        init(self, *args)  # type: ignore[arg-type]
+        self.negative = np.ones_like(self.negative)  # every column kept, as before
+
+    plan = karpenter_ffd(problem)
+    with patch.object(_Consolidation, "__init__", every_column):
+        plain = improve(problem, plan)
+    assert improve(problem, plan) == plain
