@@ -88,13 +88,6 @@ def compute_consolidation(
     simulation = context.simulate(candidates)
     if not simulation.ok:
         return None, simulation.failure
-    if len(simulation.new_claims) > 1 and context.planner.policy != "greedy":
-        # the optimiser may split onto two cheap nodes what first-fit puts on one; a command
-        # takes at most one replacement, so the one first-fit finds is judged as Karpenter's
-        # would be (never fewer consolidations than Karpenter's way)
-        first_fit = context.simulate(candidates, first_fit=True)
-        if first_fit.ok and len(first_fit.new_claims) <= 1:
-            simulation = first_fit
     names = {c.name for c in candidates}
     moving = tuple(p for p in simulation.displaced.values() if p.spec.node_name not in names)
     command = Command(

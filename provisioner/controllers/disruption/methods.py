@@ -8,7 +8,6 @@ single-node consolidation); the first command wins.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -68,29 +67,24 @@ class MethodContext:
     incomplete: bool = False
     _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def simulate(
-        self, candidates: Sequence[Candidate], *, keep_flavor: bool = True, first_fit: bool = False
-    ) -> Simulation:
+    def simulate(self, candidates: Sequence[Candidate], *, keep_flavor: bool = True) -> Simulation:
         """Move the candidates' pods (and their gangs' other members) elsewhere, on paper.
 
         With ``keep_flavor`` (consolidation) llmaz model pods keep their flavor or a better one.
-        With ``first_fit`` the pods are planned Karpenter's way (first-fit-decreasing, the
-        ``greedy`` policy) whatever the planner's policy. The same simulation in an unchanged
-        world is taken from ``cache``.
+        The same simulation in an unchanged world is taken from ``cache``.
         """
-        key = (frozenset(c.claim_name for c in candidates), keep_flavor, first_fit)
+        key = (frozenset(c.claim_name for c in candidates), keep_flavor)
         if self.cache is not None:
             known = self.cache.get(key)
             if known is not None:
                 self.reused += 1
                 return known
         self.simulations += 1
-        planner = dataclasses.replace(self.planner, policy="greedy") if first_fit else self.planner
         simulation = simulate(
             self.facts,
             self.catalog,
             [c.state for c in candidates],
-            planner=planner,
+            planner=self.planner,
             leaving=self.leaving,
             moving=gang_pods(candidates, self.facts),
             keep_flavor=keep_flavor,

@@ -8,8 +8,6 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from cloudprovider.fake import FakeCloudProvider
-from cloudprovider.instancetype import InstanceType
 from provisioner.controllers.disruption.candidates import build_candidates
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.disruption.consolidation import (
@@ -19,9 +17,8 @@ from provisioner.controllers.disruption.consolidation import (
 from provisioner.controllers.disruption.emptiness import Emptiness
 from provisioner.controllers.disruption.methods import MethodContext
 from provisioner.controllers.disruption.metrics import DisruptionMetrics
-from provisioner.controllers.disruption.rescheduling import load_catalog
 from provisioner.controllers.events import Event
-from provisioner.controllers.provisioning.planner import PlannerConfig, Policy
+from provisioner.controllers.provisioning.planner import PlannerConfig
 from tests.unit.controllers.disruption.objects import (
     NOW,
     catalog_of,
@@ -31,29 +28,20 @@ from tests.unit.controllers.disruption.objects import (
     pod,
     running,
 )
-from tests.unit.controllers.disruption.world import instance_type
 
 
 def context(
-    objects: list[dict[str, Any]],
-    *,
-    clock: Any = None,
-    policy: Policy = "greedy",
-    types: list[InstanceType] | None = None,
+    objects: list[dict[str, Any]], *, clock: Any = None
 ) -> tuple[MethodContext, list[Any], CollectorRegistry, list[Event]]:
     facts = facts_of(objects)
-    if types is None:
-        catalog = catalog_of(facts)
-    else:
-        provider = FakeCloudProvider(instance_types=types)
-        catalog = load_catalog(facts, provider, region="", log=structlog.get_logger())
+    catalog = catalog_of(facts)
     registry = CollectorRegistry()
     events: list[Event] = []
     ctx = MethodContext(
         facts=facts,
         catalog=catalog,
         config=DisruptionConfig(),
-        planner=PlannerConfig(policy=policy),
+        planner=PlannerConfig(policy="greedy"),
         leaving=frozenset(),
         publish=events.append,
         log=structlog.get_logger(),
@@ -135,29 +123,3 @@ def test_multi_node_consolidation_returns_the_last_valid_command_on_timeout():
         )
         == 1
     )
-
-
-def test_a_replacement_split_in_two_falls_back_to_first_fits_single_node():
-    # two small nodes (0.05 each) cost less than one medium (0.15), so the optimiser splits the
-    # c.2xlarge's two pods over two new nodes, which a command cannot take; first-fit puts
-    # both on one cheaper node, as Karpenter would, and that replacement is judged instead
-    types = [
-        instance_type("s", 2, 4, 0.05),
-        instance_type("m", 4, 8, 0.15),
-        instance_type("c.2xlarge", 8, 16, 0.34),
-    ]
-    objects = [
-        claim("n0", instance_type="c.2xlarge"),
-        node("n0", cpu="7900m", labels={"node.kubernetes.io/instance-type": "c.2xlarge"}),
-        running(pod("a", cpu="1500m"), "node-n0"),
-        running(pod("b", cpu="1500m"), "node-n0"),
-    ]
-    for policy in ("jointer", "greedy"):
-        ctx, candidates, _, _ = context(objects, policy=policy, types=types)
-        if policy == "jointer":
-            assert len(ctx.simulate(candidates).new_claims) == 2  # the optimiser's split
-        command = SingleNodeConsolidation().compute(ctx, {"default": 1}, candidates)
-        assert command is not None, policy
-        (replacement,) = command.replacements
-        assert replacement.instance_types[0] == "m"
-        assert sorted(p.metadata.name for p in replacement.pods) == ["a", "b"]
