@@ -274,9 +274,9 @@ class _Domain:
         first_cap, first_target = len(names), len(names) + len(self.capped)
         self._cap_at = {g: first_cap + j for j, g in enumerate(self.capped)}
         self._target_at = {g: first_target + j for j, g in enumerate(self.targets)}
-        self._room = np.zeros(width, dtype=np.int64)
-        self._room[first_cap:first_target] = [rules.caps[g] for g in self.capped]
-        self._none = np.zeros(width, dtype=np.int64)
+        self._empty_row = np.zeros(width, dtype=np.int64)
+        self._empty_row[first_cap:first_target] = [rules.caps[g] for g in self.capped]
+        self._no_need = np.zeros(width, dtype=np.int64)
         self.free = np.array([self._row(b) for b in self.bins], dtype=np.int64).reshape(
             len(self.bins), width
         )
@@ -308,7 +308,7 @@ class _Domain:
         fresh = len(b.load) < b.t.gpus and b.used[self.rules.gpu] < b.t.capacity.get(
             self.rules.gpu, 0
         )
-        row = self._room.copy()
+        row = self._empty_row.copy()
         capacity = b.t.capacity
         for j, r in enumerate(self.names):
             row[j] = capacity.get(r, 0) - b.used[r]
@@ -322,7 +322,7 @@ class _Domain:
 
     def _need(self, c: PodClass) -> npt.NDArray[np.int64]:
         """Return what one pod of ``c`` takes (a carrier: one target already there)."""
-        need = self._none.copy()
+        need = self._no_need.copy()
         for j, r in enumerate(self.names):
             need[j] = c.demand.get(r, 0)
         for g in c.topology:

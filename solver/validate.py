@@ -229,7 +229,7 @@ def _check_topology(
             for k in set(t.carriers):
                 carrier_of[k].append(t.id)
     # per co-location, the bins holding its carriers and how many (bin order)
-    carried = _members_by_group(bins, carrier_of)
+    carried = _members_by_group(bins, carrier_of) if carrier_of else {}
     for t in problem.topology:
         members = by_group.get(t.id, [])
         per_zone: Counter[str] = Counter()
@@ -374,8 +374,8 @@ def _check_weights(
             out.append(f"gang {g}: on a lower-weight pool while pool {pool} can take it whole")
 
 
-def _covers(big: Mapping[str, int], small: Mapping[str, int]) -> bool:
-    """Return whether ``big`` has at least ``small``'s amount of every resource."""
+def _room_dominates(big: Mapping[str, int], small: Mapping[str, int]) -> bool:
+    """Return whether room ``big`` has at least ``small``'s amount of every resource."""
     return all(big.get(r, 0) >= v for r, v in small.items()) and all(
         v >= 0 for r, v in big.items() if r not in small
     )
@@ -462,7 +462,7 @@ class _WeightCheck:
                 continue
             room = self._room(nb.bin_type, nb.placement)
             front = fronts.setdefault(nb.bin_type, [])
-            if not any(_covers(kept, room) for _, kept in front):
+            if not any(_room_dominates(kept, room) for _, kept in front):
                 front.append((i, room))
         return fronts
 
