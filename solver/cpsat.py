@@ -584,10 +584,47 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
     Raises:
         ProblemError: when ``problem.validate_structure()`` fails.
     """
+    return solve_with_greedy(problem, config).best
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Solved:
+    """What ``solve_with_greedy`` found.
+
+    Attributes:
+        best: the optimiser's plan (``solve``'s answer), or the first decisive greedy plan.
+        greedy: the greedy plans it started from (cost-aware first-fit first, then
+            Karpenter's first-fit-decreasing), whole (all tiers).
+    """
+
+    best: Solution
+    greedy: tuple[Solution, ...]
+
+
+def solve_with_greedy(
+    problem: Problem,
+    config: SolverConfig | None = None,
+    *,
+    decisive: Callable[[Solution], bool] | None = None,
+) -> Solved:
+    """``solve``, also returning the greedy plans it started from.
+
+    ``decisive``: a test of a plan that no further search could improve for the caller's
+    purpose (a consolidation simulation whose moving pods all fit on existing nodes); when
+    a greedy plan passes it, the best such plan is returned at once (status ``GREEDY``).
+
+    Raises:
+        ProblemError: when ``problem.validate_structure()`` fails.
+    """
     config = config or SolverConfig()
     start = time.monotonic()
     problem.validate_structure()
     greedy = _greedy_tiers(problem, start + config.time_limit_seconds, _log(config))
+    whole = tuple(g.solution for g in greedy)
+    if decisive is not None:
+        enough = [s for s in whole if decisive(s)]
+        if enough:
+            return Solved(min(enough, key=_quality), whole)
     starts: list[list[Solution]] = [[g.rounds[0] for g in greedy]]
 
     def tier(p: Problem) -> Solution:
@@ -603,8 +640,8 @@ def solve(problem: Problem, config: SolverConfig | None = None) -> Solution:
 
     planned = tiers.fall_through(problem, tier, post=functools.partial(downsize, problem))
     if not may_fall_through(problem):
-        return planned.solution
-    return _best_of_tiers(problem, planned, [g.solution for g in greedy], config, start)
+        return Solved(planned.solution, whole)
+    return Solved(_best_of_tiers(problem, planned, list(whole), config, start), whole)
 
 
 def _greedy_tiers(problem: Problem, hard: float, log: Callable[[str], None]) -> list[tiers.Tiers]:

@@ -30,7 +30,12 @@ from provisioner.apis.core import Pod
 from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.candidates import Candidate
 from provisioner.controllers.disruption.command import Command, Replacement, command_id
-from provisioner.controllers.disruption.methods import MethodContext, within_budgets
+from provisioner.controllers.disruption.methods import (
+    NO_CHEAPER_NODE,
+    SPOT_TO_SPOT_OFF,
+    MethodContext,
+    within_budgets,
+)
 from provisioner.controllers.provisioning.plan import NodeClaimPlan
 
 __all__ = [
@@ -131,11 +136,9 @@ def _replacement(
         c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates
     )
     if spot_to_spot and not context.config.spot_to_spot:
-        return None, (
-            "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
-        )
+        return None, SPOT_TO_SPOT_OFF
     if not types:
-        return None, "Can't replace with a cheaper node"
+        return None, NO_CHEAPER_NODE
     if spot_to_spot and len(candidates) == 1:
         if len(types) < MIN_SPOT_TO_SPOT_TYPES:
             return None, (

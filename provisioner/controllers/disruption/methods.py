@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
+from provisioner.apis import labels as wk
 from provisioner.apis.nodepool import NodePool
 from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.candidates import Candidate, eviction_cost, gang_pods
@@ -24,9 +25,17 @@ from provisioner.controllers.disruption.metrics import DisruptionMetrics
 from provisioner.controllers.disruption.rescheduling import PoolCatalog, Simulation, simulate
 from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.events import Event
-from provisioner.controllers.provisioning.planner import PlannerConfig
+from provisioner.controllers.provisioning.planner import NewCapacityLimit, PlannerConfig
 
-__all__ = ["Method", "MethodContext", "within_budgets"]
+__all__ = ["NO_CHEAPER_NODE", "SPOT_TO_SPOT_OFF", "Method", "MethodContext", "within_budgets"]
+
+
+NO_CHEAPER_NODE: Final = "Can't replace with a cheaper node"
+"""Karpenter's reason when no replacement costs less than the candidates."""
+SPOT_TO_SPOT_OFF: Final = (
+    "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+)
+"""Karpenter's reason when spot candidates could only be replaced by spot."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -67,13 +76,24 @@ class MethodContext:
     incomplete: bool = False
     _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def simulate(self, candidates: Sequence[Candidate], *, keep_flavor: bool = True) -> Simulation:
+    def simulate(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        keep_flavor: bool = True,
+        consolidating: bool = True,
+    ) -> Simulation:
         """Move the candidates' pods (and their gangs' other members) elsewhere, on paper.
 
-        With ``keep_flavor`` (consolidation) llmaz model pods keep their flavor or a better one.
-        The same simulation in an unchanged world is taken from ``cache``.
+        With ``keep_flavor`` llmaz model pods keep their flavor or a better one. With
+        ``consolidating`` the pods may only take new capacity a replacement could use
+        (cheaper than the candidates; not spot when they all are and spot-to-spot
+        consolidation is off) and the plan that serves a consolidation best is kept (every
+        pod moved, then at most one new node, then the cheapest: ``rescheduling.simulate``'s
+        ``one_replacement``). The same simulation in an unchanged world is taken from
+        ``cache``.
         """
-        key = (frozenset(c.claim_name for c in candidates), keep_flavor)
+        key = (frozenset(c.claim_name for c in candidates), keep_flavor, consolidating)
         if self.cache is not None:
             known = self.cache.get(key)
             if known is not None:
@@ -88,10 +108,19 @@ class MethodContext:
             leaving=self.leaving,
             moving=gang_pods(candidates, self.facts),
             keep_flavor=keep_flavor,
+            one_replacement=consolidating,
+            limit=self._replacement_limit(candidates) if consolidating else None,
         )
         if self.cache is not None:
             self.cache.put(key, simulation)
         return simulation
+
+    def _replacement_limit(self, candidates: Sequence[Candidate]) -> NewCapacityLimit:
+        all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates)
+        price = sum(c.price for c in candidates)
+        if self.config.spot_to_spot or not all_spot:
+            return NewCapacityLimit(below_per_hour=price, reason=NO_CHEAPER_NODE)
+        return NewCapacityLimit(below_per_hour=price, spot=False, reason=SPOT_TO_SPOT_OFF)
 
     def pool_totals(self, pool: str) -> tuple[float, float]:
         """The pool's hourly cost and disruption cost (Balanced consolidation's denominators)."""

@@ -51,7 +51,11 @@ from provisioner.controllers.provisioning.offerings import (
     pool_template,
 )
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
-from provisioner.controllers.provisioning.planner import PlannerConfig, plan
+from provisioner.controllers.provisioning.planner import (
+    NewCapacityLimit,
+    PlannerConfig,
+    plan_moves,
+)
 from provisioner.controllers.provisioning.podfacts import PodError
 from provisioner.kube.protocol import JsonObject
 from provisioner.state.cluster import Snapshot
@@ -311,6 +315,8 @@ def simulate(
     moving: Sequence[Pod] = (),
     keep_flavor: bool = True,
     pending: bool = True,
+    one_replacement: bool = False,
+    limit: NewCapacityLimit | None = None,
 ) -> Simulation:
     """Plan the pods of ``removed`` (and ``moving``) against the cluster without them.
 
@@ -328,6 +334,10 @@ def simulate(
             need); without it they are left out (nominated pods stay) and the new NodeClaims
             are sized for the displaced pods only (an interruption's replacements: the
             provisioner places the others, once).
+        one_replacement: judge the optimiser's plan and the greedy ones it started from as
+            a consolidation does (``_for_consolidation``) and keep the best; without it the
+            optimiser's plan is kept.
+        limit: the only new capacity the displaced pods may take (``plan_moves``).
     """
     snapshot = facts.snapshot
     removed_claims = {s.nodeclaim.name for s in removed} | set(leaving)
@@ -364,10 +374,24 @@ def simulate(
             openmodels(snapshot.group_objects),
             displaced=_flavor_moves(facts, displaced) if keep_flavor else None,
         )
-        result = with_flavor_rejections(plan(choice.view, planner), choice)
+        plans = plan_moves(choice.view, planner, displaced, limit=limit)
     except PodError as error:
         return Simulation(displaced=displaced, failure=str(error))
-    return _outcome(displaced, result, facts)
+    if not one_replacement:
+        plans = plans[:1]
+    outcomes = [_outcome(displaced, with_flavor_rejections(p, choice), facts, limit) for p in plans]
+    return min(outcomes, key=_for_consolidation)
+
+
+def _for_consolidation(simulation: Simulation) -> tuple[bool, int, float]:
+    """How well a simulation serves a consolidation (lower is better).
+
+    Every pod moved first; then no new node (a delete), one (a replace) or more (no command:
+    a command takes one replacement); then the cheapest new nodes. Ties keep the first
+    (the optimiser's plan).
+    """
+    claims = simulation.new_claims
+    return (not simulation.ok, min(len(claims), 2), sum(c.price_per_hour for c in claims))
 
 
 def _still_held(facts: ClusterFacts, claims: Collection[str]) -> tuple[StateNode, ...]:
@@ -394,7 +418,12 @@ def _flavor_moves(facts: ClusterFacts, displaced: Mapping[str, Pod]) -> dict[str
     return moves
 
 
-def _outcome(displaced: Mapping[str, Pod], result: Plan, facts: ClusterFacts) -> Simulation:
+def _outcome(
+    displaced: Mapping[str, Pod],
+    result: Plan,
+    facts: ClusterFacts,
+    limit: NewCapacityLimit | None = None,
+) -> Simulation:
     problems = {u.pod: u.reason for u in result.unschedulable}
     problems.update({i.pod: i.reason for i in result.ignored})
     for placement in result.existing_nodes:
@@ -409,9 +438,12 @@ def _outcome(displaced: Mapping[str, Pod], result: Plan, facts: ClusterFacts) ->
             )
     for key in sorted(displaced):
         if key in problems:
+            failure = f"pod {key} cannot be rescheduled: {problems[key]}"
+            if limit is not None and problems[key] == limit.reason:
+                failure = limit.reason  # it could move, but only to capacity no command takes
             return Simulation(
                 displaced=displaced,
-                failure=f"pod {key} cannot be rescheduled: {problems[key]}",
+                failure=failure,
                 plan=result,
             )
     new_claims = tuple(c for c in result.node_claims if any(p in displaced for p in c.pods))

@@ -108,6 +108,9 @@ class Build:
     unschedulable: list[tuple[str, str]] = field(default_factory=list)
     explainer: Explainer = field(default_factory=lambda: Explainer((), ()))
     """Words the reasons of pods that get no capacity (NodePools, requirements, limits)."""
+    narrowed: dict[str, str] = field(default_factory=dict)
+    """Classes whose new capacity a rescheduling simulation narrowed (``planner.plan_moves``),
+    with the reason their pods get when left without a place."""
     shared: dict[object, object] | None = None
     """Where the planner may keep what it derives from ``options`` alone for later builds
     over the same option objects (a disruption pass); None when they are this build's own."""

@@ -8,16 +8,18 @@ first, as Karpenter hands CreateFleet its flexibility), and is priced on the che
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import hashlib
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import compress
 from typing import Final, Literal, NamedTuple
 
+from provisioner.apis import labels as wk
 from provisioner.controllers.provisioning.builder import Build, build_problem
 from provisioner.controllers.provisioning.cluster import ClusterView
 from provisioner.controllers.provisioning.offerings import Option
@@ -34,9 +36,9 @@ from provisioner.controllers.provisioning.reasons import limit_reached
 from provisioner.controllers.provisioning.units import demand_units
 from provisioner.scheduling.resources import add
 from solver.config import SolverConfig
-from solver.problem import GPU_MILLI, Solution, Status, UnplacedReason
+from solver.problem import GPU_MILLI, BinType, Solution, Status, UnplacedReason
 
-__all__ = ["MAX_INSTANCE_TYPES", "PlannerConfig", "plan"]
+__all__ = ["MAX_INSTANCE_TYPES", "NewCapacityLimit", "PlannerConfig", "plan", "plan_moves"]
 
 PRICE_ROUNDING: Final = 1e-6
 """The solver sees prices in micro-dollars per hour."""
@@ -93,14 +95,127 @@ def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
         started = time.monotonic()
         build = build_problem(view)
         solution = _solve(build, config, spent=time.monotonic() - started)
-        taken = {n.claim_name for n in view.nodes} | {n.name for n in view.nodes}
         return _to_plan(
             build,
             solution,
             time.monotonic() - started,
             best_effort=config.min_values_best_effort,
-            names=ClaimNames(taken),
+            names=ClaimNames(_taken(view)),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class NewCapacityLimit:
+    """The new capacity worth buying for a consolidation's moving pods.
+
+    A consolidation's replacement must cost less than the nodes it replaces, and may not be
+    spot when every one of them is spot and spot-to-spot consolidation is off; other
+    offerings can only lead to a rejected command.
+
+    Attributes:
+        below_per_hour: offerings at this hourly price or above are left out.
+        spot: whether spot offerings may be used.
+        reason: why a moving pod that finds no place cannot move (the consolidation's own
+            words: no replacement it could take exists).
+    """
+
+    below_per_hour: float
+    reason: str
+    spot: bool = True
+
+    def admits(self, bin_type: BinType) -> bool:
+        """Whether new bins of ``bin_type`` may carry the moving pods."""
+        if not self.spot and bin_type.capacity_type == wk.CAPACITY_TYPE_SPOT:
+            return False
+        return bin_type.price_micros < self.below_per_hour * 1_000_000
+
+
+def plan_moves(
+    view: ClusterView,
+    config: PlannerConfig,
+    moving: Collection[str],
+    *,
+    limit: NewCapacityLimit | None = None,
+) -> tuple[Plan, ...]:
+    """Plan ``view`` for a rescheduling simulation that moves the pods ``moving`` (keys).
+
+    Returns the optimiser's plan, then the greedy plans it started from (none with the
+    ``greedy`` policy), for the caller to judge by its own measure: a consolidation takes at
+    most one replacement node, and the optimiser, which minimises the cost of all new
+    capacity, may spread the moving pods over two cheap nodes where first-fit puts them on
+    one. A greedy plan that puts every moving pod on an existing node ends the search at once
+    and is returned alone: no plan moves them for less. With ``limit``, classes of moving
+    pods only (pending pods of the same shape keep every offering) may use only the
+    offerings it admits: when none is admitted, they fit on existing nodes or not at all.
+
+    Raises:
+        PodError: for a pod or DaemonSet whose spec cannot be read.
+    """
+    if config.policy == "greedy":
+        return (plan(view, config),)
+    from solver import cpsat  # noqa: PLC0415 - ortools is heavy; import when planning
+
+    with _collector_paused():
+        started = time.monotonic()
+        build = build_problem(view)
+        if limit is not None:
+            build = _limited(build, moving, limit)
+        if not build.problem.classes:
+            solved = cpsat.Solved(Solution((), (), (), 0, 0, Status.OPTIMAL), ())
+        else:
+            solved = cpsat.solve_with_greedy(
+                build.problem,
+                _solver_config(config, spent=time.monotonic() - started),
+                decisive=functools.partial(_moves_onto_existing, _classes_of(build, moving)),
+            )
+        seconds = time.monotonic() - started
+        plans = [solved.best] + [g for g in solved.greedy if g is not solved.best]
+        if _moves_onto_existing(_classes_of(build, moving), solved.best):
+            plans = [solved.best]
+        return tuple(
+            _to_plan(
+                build,
+                solution,
+                seconds,
+                best_effort=config.min_values_best_effort,
+                names=ClaimNames(_taken(view)),
+            )
+            for solution in plans
+        )
+
+
+def _limited(build: Build, moving: Collection[str], limit: NewCapacityLimit) -> Build:
+    """``build`` with the classes made only of ``moving`` pods limited to ``limit``."""
+    types = {t.id: t for t in build.problem.bin_types}
+    classes = []
+    narrowed: dict[str, str] = {}
+    for pod_class in build.problem.classes:
+        if all(p.key in moving for p in build.class_pods.get(pod_class.key, ())):
+            allowed = frozenset(t for t in pod_class.allowed_bin_types if limit.admits(types[t]))
+            if allowed != pod_class.allowed_bin_types:
+                narrowed[pod_class.key] = limit.reason
+                pod_class = dataclasses.replace(pod_class, allowed_bin_types=allowed)  # noqa: PLW2901
+        classes.append(pod_class)
+    problem = dataclasses.replace(build.problem, classes=tuple(classes))
+    return dataclasses.replace(build, problem=problem, narrowed=narrowed)
+
+
+def _taken(view: ClusterView) -> set[str]:
+    return {n.claim_name for n in view.nodes} | {n.name for n in view.nodes}
+
+
+def _classes_of(build: Build, pods: Collection[str]) -> frozenset[str]:
+    """The problem classes holding any of ``pods``."""
+    return frozenset(
+        key for key, members in build.class_pods.items() if any(p.key in pods for p in members)
+    )
+
+
+def _moves_onto_existing(classes: frozenset[str], solution: Solution) -> bool:
+    """Whether ``solution`` places every pod of ``classes`` on existing nodes."""
+    if any(u.class_key in classes for u in solution.unplaced):
+        return False
+    return not any(k in classes for b in solution.new_bins for k in b.placement.counts)
 
 
 @contextmanager
@@ -127,17 +242,18 @@ def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:
         return Solution((), (), (), 0, 0, Status.OPTIMAL)
     if config.policy == "greedy":
         return greedy.karpenter_ffd(build.problem)
-    return cpsat.solve(
-        build.problem,
-        SolverConfig(
-            time_limit_seconds=config.time_limit_seconds,
-            adaptive_budget=config.adaptive_budget,
-            num_workers=config.num_workers,
-            random_seed=config.random_seed,
-            deterministic_time=config.deterministic_time,
-            spent_seconds=spent,
-            log_callback=config.log,
-        ),
+    return cpsat.solve(build.problem, _solver_config(config, spent=spent))
+
+
+def _solver_config(config: PlannerConfig, *, spent: float) -> SolverConfig:
+    return SolverConfig(
+        time_limit_seconds=config.time_limit_seconds,
+        adaptive_budget=config.adaptive_budget,
+        num_workers=config.num_workers,
+        random_seed=config.random_seed,
+        deterministic_time=config.deterministic_time,
+        spent_seconds=spent,
+        log_callback=config.log,
     )
 
 
@@ -192,7 +308,9 @@ def _to_plan(
     ]
     left = _limits_left(build, [build.options[b.bin_type] for b in solution.new_bins])
     for unplaced in solution.unplaced:
-        reason = _unplaced_reason(build, unplaced.class_key, unplaced.reason, left)
+        reason = build.narrowed.get(unplaced.class_key) or _unplaced_reason(
+            build, unplaced.class_key, unplaced.reason, left
+        )
         unschedulable.extend(
             UnschedulablePod(pod.key, reason)
             for pod in _take(queues, unplaced.class_key, unplaced.count)

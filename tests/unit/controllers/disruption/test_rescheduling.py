@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.controllers.disruption import rescheduling
 from provisioner.controllers.disruption.facts import ClusterFacts
-from provisioner.controllers.disruption.rescheduling import simulate
+from provisioner.controllers.disruption.rescheduling import Simulation, simulate
+from provisioner.controllers.provisioning.controller import build_view
+from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
+from provisioner.controllers.provisioning.planner import NewCapacityLimit, PlannerConfig, plan_moves
+from solver import cpsat
 from tests.unit.controllers.disruption.objects import (
     GREEDY,
     catalog_of,
@@ -125,3 +130,112 @@ def test_a_drift_replacement_gives_a_model_pod_its_first_usable_flavor():
     drifting = simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY, keep_flavor=False)
     [replacement] = drifting.new_claims
     assert replacement.instance_types == ("c.xlarge",)  # "big" first, as for a new pod
+
+
+# --- what the optimiser's simulations keep (``plan_moves``) ---------------------------------
+
+JOINTER = PlannerConfig(num_workers=1, deterministic_time=0.5, time_limit_seconds=5.0)
+
+
+def _full_b() -> list[dict[str, Any]]:
+    """Node b holds 3.5 of its 3.9 CPUs: node a's pods must go to new capacity."""
+    return [running(pod(f"busy-{i}", cpu="875m"), "node-b") for i in range(4)]
+
+
+def test_pods_that_fit_on_existing_nodes_end_the_search_at_the_greedy_plan(monkeypatch):
+    def no_search(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the optimiser ran past the greedy plans")
+
+    monkeypatch.setattr(cpsat, "_solve_tier", no_search)
+    facts = two_nodes()
+    result = simulate(
+        facts, catalog_of(facts), [facts.nodes["a"]], planner=JOINTER, one_replacement=True
+    )
+    assert result.ok
+    assert result.new_claims == ()
+
+
+def test_plan_moves_returns_the_optimisers_plan_then_the_greedy_ones():
+    facts = two_nodes(extra=_full_b())
+    view = build_view(facts.snapshot, catalog_of(facts).templates(), region="")
+    moving = {"default/busy-0"}
+    plans = plan_moves(view, JOINTER, moving)
+    assert len(plans) == 1  # nothing pending, nothing moves: the empty plan ends it
+    assert plans[0].node_claims == ()
+
+
+def _claim_plan(name: str, pods: tuple[str, ...], price: float) -> NodeClaimPlan:
+    return NodeClaimPlan(
+        name=name,
+        node_pool="default",
+        instance_types=("c.large",),
+        instance_type="c.large",
+        capacity_type="on-demand",
+        zone="zone-a",
+        price_per_hour=price,
+        requests={},
+        pods=pods,
+    )
+
+
+def test_a_consolidation_keeps_the_single_node_plan_over_a_cheaper_split(monkeypatch):
+    split = Plan(
+        node_claims=(
+            _claim_plan("x", ("default/web-1",), 0.03),
+            _claim_plan("y", ("default/web-2",), 0.03),
+        )
+    )
+    single = Plan(node_claims=(_claim_plan("z", ("default/web-1", "default/web-2"), 0.085),))
+    monkeypatch.setattr(rescheduling, "plan_moves", lambda *a, **k: (split, single))
+    facts = two_nodes(extra=_full_b())
+    nodes = [facts.nodes["a"]]
+    judged = simulate(facts, catalog_of(facts), nodes, planner=JOINTER, one_replacement=True)
+    assert [c.name for c in judged.new_claims] == ["z"]
+    plain = simulate(facts, catalog_of(facts), nodes, planner=JOINTER)
+    assert [c.name for c in plain.new_claims] == ["x", "y"]  # drift: the optimiser's plan
+
+
+def test_the_consolidation_order_prefers_moving_every_pod_then_fewer_nodes_then_price():
+    ok0 = Simulation(displaced={})
+    ok1 = Simulation(displaced={}, new_claims=(_claim_plan("a", (), 0.5),))
+    cheap1 = Simulation(displaced={}, new_claims=(_claim_plan("b", (), 0.1),))
+    two = Simulation(
+        displaced={}, new_claims=(_claim_plan("c", (), 0.01), _claim_plan("d", (), 0.01))
+    )
+    failed = Simulation(displaced={}, failure="no")
+    ranked = sorted([failed, two, ok1, cheap1, ok0], key=rescheduling._for_consolidation)
+    assert ranked == [ok0, cheap1, ok1, two, failed]
+
+
+def test_a_limit_keeps_moving_pods_off_capacity_no_replacement_could_use():
+    facts = two_nodes(extra=_full_b())
+    catalog = catalog_of(facts)
+    nodes = [facts.nodes["a"]]
+    # the pool plans spot (c.large: 0.0283/h in zone-a): admitted below 0.03, not below 0.028
+    cheaper = NewCapacityLimit(below_per_hour=0.03, reason="no cheaper node")
+    result = simulate(facts, catalog, nodes, planner=JOINTER, one_replacement=True, limit=cheaper)
+    assert result.ok
+    (new,) = result.new_claims
+    assert new.price_per_hour < 0.03
+    for limit in (
+        NewCapacityLimit(below_per_hour=0.028, reason="no cheaper node"),
+        NewCapacityLimit(below_per_hour=1.0, spot=False, reason="no cheaper node"),
+    ):
+        result = simulate(facts, catalog, nodes, planner=JOINTER, one_replacement=True, limit=limit)
+        assert result.failure == "no cheaper node"
+    unlimited = simulate(facts, catalog, nodes, planner=JOINTER, one_replacement=True)
+    assert unlimited.ok
+    assert unlimited.new_claims
+
+
+def test_a_limit_leaves_pending_pods_of_the_same_shape_their_offerings():
+    none = NewCapacityLimit(below_per_hour=0.0, reason="no cheaper node")
+    facts = two_nodes(extra=_full_b())
+    nodes = [facts.nodes["a"]]
+    alone = simulate(facts, catalog_of(facts), nodes, planner=JOINTER, limit=none)
+    assert alone.failure == "no cheaper node"
+    waiting = pod("web-3")  # pending, in the moving web pods' class: the class keeps its offerings
+    facts = two_nodes(extra=[*_full_b(), waiting])
+    shared = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=JOINTER, limit=none)
+    assert shared.ok
+    assert shared.new_claims
