@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Final, Generic, TypeVar
 
 __all__ = [
+    "INSTANCES_TTL",
     "INSTANCE_TYPES_TTL",
     "INSTANCE_TYPE_OFFERINGS_TTL",
     "ON_DEMAND_PRICING_TTL",
@@ -34,6 +35,11 @@ ON_DEMAND_PRICING_TTL: Final = timedelta(hours=12)
 # Spot prices move slowly (hourly at most since the 2017 pricing model); Karpenter refreshes
 # them every 12 hours as well.
 SPOT_PRICING_TTL: Final = timedelta(hours=12)
+
+# What DescribeInstances said of one instance (its subnet, security groups, image, state) is
+# kept for a minute: drift checks ask for every node in turn, and the list that garbage
+# collection takes every two minutes refreshes all of them; deletes always ask EC2 afresh.
+INSTANCES_TTL: Final = timedelta(minutes=1)
 
 Timer = Callable[[], float]
 K = TypeVar("K", bound=Hashable)
@@ -80,6 +86,10 @@ class TtlCache(Generic[K, V]):
             value = build()
             self.set(key, value)
         return value
+
+    def discard(self, key: K) -> None:
+        """Forget ``key`` (absent is fine)."""
+        self._entries.pop(key, None)
 
     def flush(self) -> None:
         """Forget every entry."""

@@ -663,7 +663,7 @@ class AwsCloudProvider:
         """See :meth:`CloudProvider.delete`."""
         instance_id = self._instance_id(provider_id)
         try:
-            instance = self.instances.get(instance_id)
+            instance = self.instances.get(instance_id, skip_cache=True)
             if instance is None:
                 raise NodeClaimNotFoundError(f"deleting instance {provider_id}, instance not found")
             if instance.state == "shutting-down":
@@ -759,7 +759,7 @@ def build_aws_cloud_provider(
         launch_templates=LaunchTemplateProvider(
             ec2=ec2, caller=caller, cluster=cluster.name, timer=timer
         ),
-        instances=InstanceProvider(ec2=ec2, caller=caller, cluster=cluster.name),
+        instances=InstanceProvider(ec2=ec2, caller=caller, cluster=cluster.name, timer=timer),
         unavailable=UnavailableOfferings(timer=timer),
         catalog_cache=TtlCache(RESOLVED_INSTANCE_TYPES_TTL, timer),
     )

@@ -15,11 +15,13 @@ fallback, typed error).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from cloudprovider.aws.cache import INSTANCES_TTL, Timer, TtlCache
 from cloudprovider.aws.retry import Caller
 from cloudprovider.aws.sdk import Ec2Api
 from cloudprovider.aws.tags import (
@@ -320,11 +322,21 @@ def parse_fleet_response(request: FleetRequest, response: CreateFleetResultTypeD
 
 @dataclass(slots=True, kw_only=True)
 class InstanceProvider:
-    """Launches, finds and terminates this cluster's instances."""
+    """Launches, finds and terminates this cluster's instances.
+
+    What ``get`` and ``list_instances`` learn of an instance is kept for ``INSTANCES_TTL``
+    (Karpenter's AWS provider caches instances the same way), so that drift checks of every
+    node do not each cost a DescribeInstances call; ``get(skip_cache=True)`` asks EC2 afresh.
+    """
 
     ec2: Ec2Api
     caller: Caller
     cluster: str
+    timer: Timer = time.monotonic
+    _known: TtlCache[str, Instance] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._known = TtlCache(INSTANCES_TTL, self.timer)
 
     def launch(self, request: FleetRequest, count: int = 1) -> FleetOutcome:
         """One CreateFleet call for ``count`` instances.
@@ -377,29 +389,41 @@ class InstanceProvider:
         ]
         return min(found, key=lambda i: i.id) if found else None
 
-    def get(self, instance_id: str) -> Instance | None:
-        """The instance if it is live and this cluster's, else None."""
+    def get(self, instance_id: str, *, skip_cache: bool = False) -> Instance | None:
+        """The instance if it is live and this cluster's, else None.
+
+        A live instance seen within ``INSTANCES_TTL`` is answered from what was seen, unless
+        ``skip_cache``.
+        """
+        if not skip_cache and (known := self._known.get(instance_id)) is not None:
+            return known
         found = self._describe(
             f"describing instance {instance_id}",
             Filters=[{"Name": "instance-id", "Values": [instance_id]}],
         )
         for instance in found:
             if instance.state in LIVE_STATES and is_owned_by(instance.tags, self.cluster):
+                self._known.set(instance_id, instance)
                 return instance
+        self._known.discard(instance_id)
         return None
 
     def list_instances(self) -> Sequence[Instance]:
-        """Every live instance carrying this cluster's tags."""
-        return [
+        """Every live instance carrying this cluster's tags (each one remembered)."""
+        instances = [
             instance
             for instance in self._describe(
                 "listing instances", Filters=self._cluster_filters(), MaxResults=1000
             )
             if is_owned_by(instance.tags, self.cluster)
         ]
+        for instance in instances:
+            self._known.set(instance.id, instance)
+        return instances
 
     def terminate(self, instance_id: str) -> None:
-        """Terminate one instance (the caller checked ownership)."""
+        """Terminate one instance (the caller checked ownership); it is forgotten."""
+        self._known.discard(instance_id)
         self.caller.call(
             f"terminating instance {instance_id}",
             self.ec2.terminate_instances,

@@ -123,3 +123,49 @@ def test_garbage_collection_terminates_only_leaked_instances_of_this_cluster(aws
     assert _state(aws, known.instance_id) == "running"
     assert _state(aws, foreign) == "running"
     assert CLUSTER_INFO.name != "other-cluster"
+
+
+def _count_describes(aws: AwsEnv, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    ec2 = aws.provider.instances.ec2
+    describe = ec2.describe_instances
+    calls = [0]
+
+    def counting(**kwargs: object) -> object:
+        calls[0] += 1
+        return describe(**kwargs)
+
+    monkeypatch.setattr(ec2, "describe_instances", counting)
+    return calls
+
+
+def test_an_instance_seen_within_a_minute_is_not_described_again(
+    aws: AwsEnv, monkeypatch: pytest.MonkeyPatch
+):
+    claim = aws.provider.create(make_request())
+    calls = _count_describes(aws, monkeypatch)
+
+    aws.provider.get(claim.provider_id)
+    aws.provider.get(claim.provider_id)
+    assert calls[0] == 1
+    aws.timer.advance(61)
+    aws.provider.get(claim.provider_id)
+    assert calls[0] == 2
+    aws.timer.advance(61)
+    aws.provider.list_claims()  # garbage collection's list refreshes every instance
+    aws.provider.get(claim.provider_id)
+    assert calls[0] == 3
+
+
+def test_delete_asks_ec2_afresh_and_forgets_the_instance(
+    aws: AwsEnv, monkeypatch: pytest.MonkeyPatch
+):
+    claim = aws.provider.create(make_request())
+    aws.provider.get(claim.provider_id)
+    calls = _count_describes(aws, monkeypatch)
+
+    aws.provider.delete(claim.provider_id)
+    assert calls[0] == 1  # not answered from the instance seen before
+    aws.ec2.terminate_instances(InstanceIds=[claim.instance_id])  # settle moto to terminated
+    with pytest.raises(NodeClaimNotFoundError):
+        aws.provider.get(claim.provider_id)
+    assert calls[0] == 2
