@@ -4,7 +4,7 @@ from hypothesis import given, settings
 
 from solver.bounds import fluid_bound
 from solver.colgen import generate, lp_bound, patterns_from_solution
-from solver.cpsat import solve
+from solver.cpsat import solve, solve_with_greedy
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.problem import (
     AntiAffinity,
@@ -116,3 +116,27 @@ def test_exact_pricing_finds_the_best_knapsack_pattern():
     assert (("b", 2),) in [q.counts for q in exact]
     assert upper is not None
     assert 10.0 <= upper < 10.1
+
+
+@settings(max_examples=10)
+@given(problems())
+def test_solve_with_greedy_returns_solves_plan_and_the_greedy_plans(problem):
+    solved = solve_with_greedy(problem, TEST_CONFIG)
+    plain = solve(problem, TEST_CONFIG)
+    assert dataclasses.replace(solved.best, seconds=0.0) == dataclasses.replace(plain, seconds=0.0)
+    assert len(solved.greedy) == 2
+    for g in solved.greedy:
+        assert violations(problem, g) == []
+
+
+@settings(max_examples=10)
+@given(problems())
+def test_a_decisive_greedy_plan_is_returned_at_once(problem):
+    solved = solve_with_greedy(problem, TEST_CONFIG, decisive=lambda s: True)
+    # the best greedy plan: most pods placed, then cheapest, then fewest nodes
+    best = min(solved.greedy, key=lambda s: (-_placed(s), s.cost_micros, len(s.new_bins)))
+    assert solved.best is best
+    never = solve_with_greedy(problem, TEST_CONFIG, decisive=lambda s: False)
+    assert dataclasses.replace(never.best, seconds=0.0) == dataclasses.replace(
+        solve(problem, TEST_CONFIG), seconds=0.0
+    )
