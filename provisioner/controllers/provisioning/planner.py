@@ -147,6 +147,8 @@ def plan_moves(
     and is returned alone: no plan moves them for less. With ``limit``, classes of moving
     pods only (pending pods of the same shape keep every offering) may use only the
     offerings it admits: when none is admitted, they fit on existing nodes or not at all.
+    The ``greedy`` policy plans Karpenter's way: first-fit-decreasing over every offering,
+    judged afterwards (``limit`` is not applied).
 
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read.
@@ -160,17 +162,18 @@ def plan_moves(
         build = build_problem(view)
         if limit is not None:
             build = _limited(build, moving, limit)
+        classes = _classes_of(build, moving)
         if not build.problem.classes:
             solved = cpsat.Solved(Solution((), (), (), 0, 0, Status.OPTIMAL), ())
         else:
             solved = cpsat.solve_with_greedy(
                 build.problem,
                 _solver_config(config, spent=time.monotonic() - started),
-                decisive=functools.partial(_moves_onto_existing, _classes_of(build, moving)),
+                decisive=functools.partial(_moves_onto_existing, classes),
             )
         seconds = time.monotonic() - started
         plans = [solved.best] + [g for g in solved.greedy if g is not solved.best]
-        if _moves_onto_existing(_classes_of(build, moving), solved.best):
+        if _moves_onto_existing(classes, solved.best):
             plans = [solved.best]
         return tuple(
             _to_plan(
@@ -191,7 +194,9 @@ def _limited(build: Build, moving: Collection[str], limit: NewCapacityLimit) -> 
     narrowed: dict[str, str] = {}
     for pod_class in build.problem.classes:
         if all(p.key in moving for p in build.class_pods.get(pod_class.key, ())):
-            allowed = frozenset(t for t in pod_class.allowed_bin_types if limit.admits(types[t]))
+            allowed = frozenset(
+                t for t in pod_class.allowed_bin_types if t in types and limit.admits(types[t])
+            )
             if allowed != pod_class.allowed_bin_types:
                 narrowed[pod_class.key] = limit.reason
                 pod_class = dataclasses.replace(pod_class, allowed_bin_types=allowed)  # noqa: PLW2901
