@@ -34,6 +34,7 @@ from provisioner.controllers.disruption.methods import (
     NO_CHEAPER_NODE,
     SPOT_TO_SPOT_OFF,
     MethodContext,
+    all_spot,
     within_budgets,
 )
 from provisioner.controllers.provisioning.plan import NodeClaimPlan
@@ -132,9 +133,7 @@ def _replacement(
             priced.append((price, name))
     priced.sort()
     types = [name for _, name in priced]
-    spot_to_spot = capacity_type == wk.CAPACITY_TYPE_SPOT and all(
-        c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates
-    )
+    spot_to_spot = capacity_type == wk.CAPACITY_TYPE_SPOT and all_spot(candidates)
     if spot_to_spot and not context.config.spot_to_spot:
         return None, SPOT_TO_SPOT_OFF
     if not types:

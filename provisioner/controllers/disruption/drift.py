@@ -41,7 +41,7 @@ class Drift:
             context, ordered, budgets, self.reason, context.facts.pools
         ):
             # not a move to save money: model pods take their first usable flavor, as new pods
-            simulation = context.simulate([candidate], keep_flavor=False, consolidating=False)
+            simulation = context.simulate([candidate], consolidating=False)
             if not simulation.ok:
                 context.log.debug(
                     "cannot disrupt drifted node, its pods cannot be rescheduled",

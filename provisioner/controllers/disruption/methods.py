@@ -27,7 +27,14 @@ from provisioner.controllers.disruption.simulations import SimulationCache
 from provisioner.controllers.events import Event
 from provisioner.controllers.provisioning.planner import NewCapacityLimit, PlannerConfig
 
-__all__ = ["NO_CHEAPER_NODE", "SPOT_TO_SPOT_OFF", "Method", "MethodContext", "within_budgets"]
+__all__ = [
+    "NO_CHEAPER_NODE",
+    "SPOT_TO_SPOT_OFF",
+    "Method",
+    "MethodContext",
+    "all_spot",
+    "within_budgets",
+]
 
 
 NO_CHEAPER_NODE: Final = "Can't replace with a cheaper node"
@@ -36,6 +43,11 @@ SPOT_TO_SPOT_OFF: Final = (
     "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
 )
 """Karpenter's reason when spot candidates could only be replaced by spot."""
+
+
+def all_spot(candidates: Sequence[Candidate]) -> bool:
+    """Whether every candidate is a spot node (spot-to-spot consolidation's case)."""
+    return all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -77,23 +89,18 @@ class MethodContext:
     _pool_totals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def simulate(
-        self,
-        candidates: Sequence[Candidate],
-        *,
-        keep_flavor: bool = True,
-        consolidating: bool = True,
+        self, candidates: Sequence[Candidate], *, consolidating: bool = True
     ) -> Simulation:
         """Move the candidates' pods (and their gangs' other members) elsewhere, on paper.
 
-        With ``keep_flavor`` llmaz model pods keep their flavor or a better one. With
-        ``consolidating`` the pods may only take new capacity a replacement could use
-        (cheaper than the candidates; not spot when they all are and spot-to-spot
-        consolidation is off) and the plan that serves a consolidation best is kept (every
-        pod moved, then at most one new node, then the cheapest: ``rescheduling.simulate``'s
-        ``one_replacement``). The same simulation in an unchanged world is taken from
-        ``cache``.
+        With ``consolidating`` (not drift) llmaz model pods keep their flavor or a better one,
+        the pods may only take new capacity a replacement could use (cheaper than the
+        candidates; not spot when they all are and spot-to-spot consolidation is off) and the
+        plan that serves a consolidation best is kept (every pod moved, then at most one new
+        node, then the cheapest: ``rescheduling.simulate``'s ``one_replacement``). The same
+        simulation in an unchanged world is taken from ``cache``.
         """
-        key = (frozenset(c.claim_name for c in candidates), keep_flavor, consolidating)
+        key = (frozenset(c.claim_name for c in candidates), consolidating)
         if self.cache is not None:
             known = self.cache.get(key)
             if known is not None:
@@ -107,7 +114,7 @@ class MethodContext:
             planner=self.planner,
             leaving=self.leaving,
             moving=gang_pods(candidates, self.facts),
-            keep_flavor=keep_flavor,
+            keep_flavor=consolidating,
             one_replacement=consolidating,
             limit=self._replacement_limit(candidates) if consolidating else None,
         )
@@ -116,9 +123,8 @@ class MethodContext:
         return simulation
 
     def _replacement_limit(self, candidates: Sequence[Candidate]) -> NewCapacityLimit:
-        all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates)
         price = sum(c.price for c in candidates)
-        if self.config.spot_to_spot or not all_spot:
+        if self.config.spot_to_spot or not all_spot(candidates):
             return NewCapacityLimit(below_per_hour=price, reason=NO_CHEAPER_NODE)
         return NewCapacityLimit(below_per_hour=price, spot=False, reason=SPOT_TO_SPOT_OFF)
 

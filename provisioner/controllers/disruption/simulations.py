@@ -23,8 +23,8 @@ __all__ = ["SimulationCache", "SimulationKey"]
 LIMIT: Final = 512
 """Outcomes kept per world (single-node consolidation may try every candidate)."""
 
-SimulationKey = tuple[frozenset[str], bool, bool]
-"""The removed NodeClaims, ``keep_flavor`` and ``consolidating``."""
+SimulationKey = tuple[frozenset[str], bool]
+"""The removed NodeClaims and whether the simulation is a consolidation's."""
 
 
 class SimulationCache:
