@@ -528,7 +528,7 @@ def tiered_bound(
     offering ``t`` per class that means ``t``'s ``max_count`` is used up (``y_t >= max_count``)
     or, for some limited resource ``r`` of its pool ``P``, ``used_P,r >= L_P,r - usage_t,r + 1``:
     the class's *keys* and thresholds. Every valid plan is in one of the cases
-    (``_tier_cases``), each the fluid LP over every offering (``_Master``) with the pools'
+    (``tier_cases``), each the fluid LP over every offering (``_Master``) with the pools'
     limits and ``max_count`` as rows plus the case's rows; the bound is the cheapest case,
     never below ``fluid_bound`` of the problem without weights. Falls back to that bound when
     a case LP is not solved by ``deadline``.
@@ -537,7 +537,7 @@ def tiered_bound(
     base = fluid_bound(unweighted, demand, deadline=deadline)
     if not any(problem.pool_weights.values()):
         return base
-    top, cases = _tier_cases(problem, demand)
+    top, cases = tier_cases(problem, demand)
     if not top:
         return base
     restricted = dataclasses.replace(
@@ -559,7 +559,7 @@ def tiered_bound(
     return max(base, safe_floor(best / _UNIT))
 
 
-def _tier_cases(
+def tier_cases(
     problem: Problem, demand: Mapping[str, int]
 ) -> tuple[dict[str, frozenset[str]], list[dict[_Key, int] | None]]:
     """Return the tiered classes' top tiers and cases covering every valid plan.

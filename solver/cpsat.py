@@ -77,7 +77,7 @@ from typing import Any, NamedTuple
 
 from ortools.sat.python import cp_model
 
-from solver import tiers
+from solver import tiers, valued_tier
 from solver.bounds import fluid_bound, hostname_caps, tiered_bound
 from solver.colgen import (
     SMOOTHING,
@@ -627,21 +627,67 @@ def solve_with_greedy(
             return Solved(min(enough, key=_quality), whole)
     starts: list[list[Solution]] = [[g.rounds[0] for g in greedy]]
 
-    def tier(p: Problem) -> Solution:
+    def tier(p: Problem, *, first: bool = False) -> Solution:
         # each tier gets the adaptive budget of its own pods, within the time left; the
-        # first counts the greedy plans as spent (its budget is the planning step's)
+        # problem's first tier counts the step so far as spent (its budget is the planning
+        # step's) and starts from the greedy plans' first tiers
         elapsed = time.monotonic() - start
         left = max(0.0, config.time_limit_seconds - elapsed)
-        spent = config.spent_seconds + (elapsed if starts else 0.0)
-        plans = starts.pop() if starts else None
+        spent = config.spent_seconds + elapsed if first else 0.0
+        plans = starts.pop() if first and starts else None
         return _solve_tier(
             p, dataclasses.replace(config, time_limit_seconds=left, spent_seconds=spent), plans
         )
 
-    planned = tiers.fall_through(problem, tier, post=functools.partial(downsize, problem))
+    post = functools.partial(downsize, problem)
     if not may_fall_through(problem):
-        return Solved(planned.solution, whole)
+        return Solved(
+            tiers.fall_through(problem, functools.partial(tier, first=True)).solution, whole
+        )
+    # a first tier chosen by cost when it applies; the plain tiered search (the heavier
+    # pools' pods chosen by count) only when the valued plan is not the one valid shape
+    valued = _valued_tiers(problem, tier, post, config, start)
+    candidates = [] if valued is None else [valued[0]]
+    if valued is None or not valued[1]:
+        calls = iter([True])
+        candidates.append(
+            tiers.fall_through(problem, lambda p: tier(p, first=next(calls, False)), post=post)
+        )
+    planned = min(candidates, key=lambda t: _quality(t.solution))
     return Solved(_best_of_tiers(problem, planned, list(whole), config, start), whole)
+
+
+def _valued_tiers(
+    problem: Problem,
+    tier: Callable[[Problem], Solution],
+    post: Callable[[Solution], Solution],
+    config: SolverConfig,
+    start: float,
+) -> tuple[tiers.Tiers, bool] | None:
+    """Return the plan whose first tier is chosen by cost (``solver.valued_tier``), if any.
+
+    The pods that first tier leaves are planned by ``tier``, each lighter tier with the
+    adaptive budget of its own pods. Returns the plan and ``FirstTier.only``; None when the
+    choice does not apply (``valued_tier.first_tier``) or its plan breaks a rule.
+    """
+    hard = start + config.time_limit_seconds
+    first = valued_tier.first_tier(
+        problem,
+        deadline=hard,
+        seed=config.random_seed,
+        deterministic_time=config.deterministic_time,
+    )
+    if first is None:
+        return None
+    calls = iter([first.plan])
+
+    def from_first(p: Problem) -> Solution:
+        return next(calls, None) or tier(p)
+
+    planned = tiers.fall_through(problem, from_first, post=post)
+    if violations(problem, planned.solution):
+        return None
+    return planned, first.only
 
 
 def _greedy_tiers(problem: Problem, hard: float, log: Callable[[str], None]) -> list[tiers.Tiers]:
