@@ -33,7 +33,7 @@ from ortools.sat.python import cp_model
 
 from solver.bounds import fast_knapsack_upper, tier_cases
 from solver.colgen import price_patterns, type_groups
-from solver.greedy import unplaced_entries
+from solver.greedy import downsize, unplaced_entries
 from solver.problem import (
     BinType,
     CoLocation,
@@ -96,8 +96,8 @@ class FirstTier:
     Attributes:
         plan: the heavier pools' new bins; its unplaced pods are left to the lighter tiers.
         only: every valid plan uses the heavier pools' limits up (some class asks more than
-            they hold), so the tiered search's plan, which may keep every pod on them, is
-            no alternative.
+            they hold and no existing node may take its pods), so the tiered search's plan,
+            which may keep every pod on them, is no alternative.
     """
 
     plan: Solution
@@ -113,10 +113,10 @@ def first_tier(
 ) -> FirstTier | None:
     """Return a first-tier plan that uses the heavier pools' limits on the pods worth most.
 
-    ``None`` when the problem has no tiered class whose heavier pools are limited, when a
-    tiered class may use existing nodes, when some class planned on a limited heavier pool
-    cannot move freely (gang, topology, fraction), or when no case is solved by
-    ``deadline``. The plan's unplaced pods are the ones left to the lighter tiers.
+    ``None`` when the problem has no tiered class whose heavier pools are limited, when some
+    class planned on a limited heavier pool cannot move freely (gang, topology, fraction),
+    or when no case is solved by ``deadline``. The plan's unplaced pods are the ones left to
+    the lighter tiers (and to existing nodes' room, which the first tier does not use).
     """
     demand = {c.key: c.count for c in problem.classes}
     top, cases = tier_cases(problem, demand)
@@ -143,7 +143,10 @@ def first_tier(
         placed.update(b.placement.counts)
     plan = Solution(tuple(bins), (), unplaced_entries(problem, placed), 0, 0, Status.FEASIBLE)
     plan = dataclasses.replace(plan, cost_micros=cost(problem, plan))
-    return FirstTier(plan, only=None not in cases)
+    # room on existing nodes is free and may hold what the heavier pool cannot: then a plan
+    # need not use the limits up, so the tiered search (existing room first) is weighed too
+    free = any(c.allowed_existing for c in problem.classes if c.key in top)
+    return FirstTier(plan, only=None not in cases and not free)
 
 
 def blocking_cases(
@@ -174,16 +177,13 @@ def blocking_cases(
 def _applies(problem: Problem, top: Mapping[str, frozenset[str]]) -> bool:
     """Return whether the first tier is this choice's to make.
 
-    No tiered class may use existing nodes (their room is free; the tiered search fills it
-    first), and every class planned on a limited heavier pool is tiered and free to move.
+    Every class planned on a limited heavier pool is tiered and free to move.
     """
     limited = {lim.pool for lim in problem.limits} | {
         t.pool for t in problem.bin_types if t.max_count is not None
     }
     movable = _movable(problem)
     for c in problem.classes:
-        if c.key in top and c.allowed_existing:
-            return False
         if (c.key not in top or c.key not in movable) and _top_pools(problem, c) & limited:
             return False
     return True
@@ -212,7 +212,8 @@ def _patterns(
     groups.sort(
         key=lambda g: g[0].price_micros - fast_knapsack_upper(problem, g[0], values, demand)
     )
-    out: list[tuple[BinType, Counter[str]]] = []
+    launched = _Launched(problem)
+    out: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[BinType, Counter[str]]] = {}
     for n, (rep, members) in enumerate(groups):
         if time.monotonic() > deadline:
             break
@@ -220,14 +221,33 @@ def _patterns(
             problem, rep, values, demand, exact=n < _EXACT_GROUPS, effort=_EFFORT, deadline=deadline
         )
         fills = [Counter({k: n for k, n in p.counts if k in values}) for p in found]
-        seen: set[tuple[tuple[str, int], ...]] = set()
         for counts in fills[:_MAX_PATTERNS_PER_GROUP] + _solos(problem, rep, values, demand):
-            key = tuple(sorted(counts.items()))
-            if not counts or key in seen:
-                continue
-            seen.add(key)
-            out.extend((t, counts) for t in members if t.id in ids)
-    return out
+            for t in members if counts else ():
+                if t.id in ids:
+                    pattern = (launched(t, counts), counts)
+                    out[pattern[0].id, tuple(sorted(counts.items()))] = pattern
+    return list(out.values())
+
+
+class _Launched:
+    """The offering a new bin is launched as: the cheapest of its pool and zone holding it.
+
+    A NodeClaim lists the cheaper types that fit its pods and EC2 launches the cheapest
+    (``greedy.downsize`` moves plans there), so a pattern must count what that offering
+    counts against the limits, not what the offering it was filled on would.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.known: dict[tuple[str, tuple[tuple[str, int], ...]], BinType] = {}
+        self.types = {t.id: t for t in problem.bin_types}
+
+    def __call__(self, t: BinType, counts: Counter[str]) -> BinType:
+        key = (t.id, tuple(sorted(counts.items())))
+        if key not in self.known:
+            one = Solution((NewBin(t.id, Placement(dict(counts))),), (), (), 0, 0, Status.FEASIBLE)
+            self.known[key] = self.types[downsize(self.problem, one).new_bins[0].bin_type]
+        return self.known[key]
 
 
 Case = Mapping[tuple[str, str], int]

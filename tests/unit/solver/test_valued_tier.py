@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from solver import cpsat, tiers, valued_tier
-from solver.problem import BinType, PoolLimit, Problem, Solution
+from solver.problem import BinType, ExistingBin, PoolLimit, Problem, Solution
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
 
@@ -133,25 +133,37 @@ def test_solve_beats_the_plain_tiered_search_on_a_limited_on_demand_pool_beside_
     assert plan.cost_micros < 0.92 * plain.cost_micros
 
 
-def test_a_plan_keeping_every_pod_on_the_heavier_pool_is_still_weighed() -> None:
-    # three pods fit one on-demand burst node: rule 9 keeps them all on-demand, which a
-    # first tier that uses the limit up cannot do, so the tiered search's plan is weighed too
+def test_pods_that_all_fit_the_heavier_pool_stay_on_it() -> None:
+    # three pods fit one on-demand burst node: rule 9 keeps them all on-demand. No first tier
+    # can use the limit up with them (a general node holding them would launch as the
+    # cheapest node that does, a burst node: EC2 picks the cheapest type a NodeClaim lists),
+    # so the choice does not apply and the tiered search plans them
     problem = _problem(wide=1, micro=2)
-    first = valued_tier.first_tier(problem, deadline=time.monotonic() + 30)
-    assert first is not None
-    assert not first.only
+    assert valued_tier.first_tier(problem, deadline=time.monotonic() + 30) is None
     plan = cpsat.solve(problem, TEST_CONFIG)
     assert _pool_usage(problem, plan, "spot") == 0
     assert plan.cost_micros == 30_000
 
 
-def test_does_not_apply_when_tiered_pods_may_use_existing_nodes() -> None:
+def test_room_on_existing_nodes_is_used_before_any_limit() -> None:
+    # an existing node with room for every pod: nothing new is bought, although the pods ask
+    # more than the on-demand limit; the first tier is chosen but not the only plan weighed
+    room = ExistingBin("n1", "a", "od", {"cpu": 16_000, "memory": 64 * GiB, "pods": 110})
     problem = _problem()
-    classes = tuple(
-        dataclasses.replace(c, allowed_existing=frozenset({"n1"})) for c in problem.classes
+    problem = dataclasses.replace(
+        problem,
+        existing=(room,),
+        classes=tuple(
+            dataclasses.replace(c, allowed_existing=frozenset({"n1"})) for c in problem.classes
+        ),
     )
-    problem = dataclasses.replace(problem, classes=classes)
-    assert valued_tier.first_tier(problem, deadline=time.monotonic() + 30) is None
+    first = valued_tier.first_tier(problem, deadline=time.monotonic() + 30, deterministic_time=1)
+    assert first is not None
+    assert not first.only
+    plan = cpsat.solve(problem, TEST_CONFIG)
+    assert not violations(problem, plan)
+    assert not plan.unplaced
+    assert plan.new_bins == ()
 
 
 def test_pod_values_price_a_pod_by_its_largest_share_of_the_cheapest_lighter_offering() -> None:
