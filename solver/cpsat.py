@@ -2,9 +2,13 @@
 
 ``solve(problem, config)`` plans tier by tier (``solver.tiers``): the steps below plan the
 pods of the heaviest NodePools they may use; pods whose pools' limits run out fall through to
-the next tier, planned again by the same steps with the first tier's bins pre-opened. A plan
-of several tiers is compared with both greedy plans (which fall through too) and the better
-one is kept; its bound is the weight-aware one (``bounds.tiered_bound``).
+the next tier, planned again by the same steps with the first tier's bins pre-opened (each
+tier with the adaptive budget of its own pods). When a heavier pool's limits bind, its pods
+are also chosen by what they save elsewhere (``solver.valued_tier``) and the lighter tiers
+planned by the same steps; that plan replaces the tiered search's when every valid plan uses
+the heavier pool's limits up, else the cheaper is kept. A plan of several tiers is compared
+with both greedy plans (which fall through too) and the better one is kept; its bound is the
+weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
@@ -640,19 +644,19 @@ def solve_with_greedy(
         )
 
     post = functools.partial(downsize, problem)
+    firsts = iter([True])
+
+    def plain(p: Problem) -> Solution:
+        return tier(p, first=next(firsts, False))
+
     if not may_fall_through(problem):
-        return Solved(
-            tiers.fall_through(problem, functools.partial(tier, first=True)).solution, whole
-        )
-    # a first tier chosen by cost when it applies; the plain tiered search (the heavier
-    # pools' pods chosen by count) only when the valued plan is not the one valid shape
+        return Solved(tiers.fall_through(problem, plain, post=post).solution, whole)
+    # the heavier pools' pods chosen by what they save when that applies; the tiered search
+    # (which chooses them by count) too unless every valid plan uses those pools' limits up
     valued = _valued_tiers(problem, tier, post, config, start)
     candidates = [] if valued is None else [valued[0]]
     if valued is None or not valued[1]:
-        calls = iter([True])
-        candidates.append(
-            tiers.fall_through(problem, lambda p: tier(p, first=next(calls, False)), post=post)
-        )
+        candidates.append(tiers.fall_through(problem, plain, post=post))
     planned = min(candidates, key=lambda t: _quality(t.solution))
     return Solved(_best_of_tiers(problem, planned, list(whole), config, start), whole)
 
