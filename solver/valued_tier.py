@@ -10,14 +10,18 @@ fraction of its price. This module chooses the first tier by what it saves inste
 * each tiered class (no gang, topology, GPU fraction or co-location carrier, eligible on
   pools of several weights) gets a value per pod: what its cheapest lighter-tier offering
   costs per pod it holds (the price times the pod's largest share of that offering);
-* patterns of the heavier pools' offerings are filled by value (``colgen.price_patterns``);
+* patterns of the heavier pools' offerings are filled by value (``colgen.price_patterns``,
+  plus one class alone per offering), each counted as the offering it would launch as (the
+  cheapest of its pool and zone that holds its pods, ``greedy.downsize``);
 * a small CP-SAT model picks how many bins of each pattern, within the pools' limits and
-  ``max_count``, to use the limits up to within one node (the case rows of
-  ``bounds.tier_cases``, one model per case), at the least price minus value;
+  ``max_count``, use a limit up so far that no heavier offering fits what is left
+  (``blocking_cases``: one model per limited resource of each heavier pool), at the least
+  price minus value;
 * the pods it leaves fall through to the lighter tiers, planned by the caller's search.
 
-The result is one more candidate: ``solver.cpsat`` keeps it only when it is valid
-(``solver.validate``) and better than the plain tiered plan.
+``solver.cpsat`` keeps the result only when it is valid (``solver.validate``); it replaces the
+tiered search's plan when every valid plan uses the limits up (``FirstTier.only``), else the
+cheaper of the two is kept.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ def pod_values(problem: Problem, tiered: Mapping[str, frozenset[str]]) -> dict[s
             (
                 t.price_micros * max(v / t.capacity[r] for r, v in c.demand.items() if v > 0)
                 for t in eligible_types(problem, c)
-                if t.id not in top and all(t.capacity.get(r, 0) > 0 for r in c.demand)
+                if t.id not in top
+                and all(t.capacity.get(r, 0) > 0 for r, v in c.demand.items() if v > 0)
             ),
             default=None,
         )
