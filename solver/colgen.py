@@ -446,7 +446,7 @@ def _knapsack(
     status = solver.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    most = sum(_most(t, c, demand[c.key]) for c in classes)
+    most = sum(most_pods(t, c, demand[c.key]) for c in classes)
     upper = (solver.best_objective_bound + 0.5 * most + 1) * top / 1e6
     counts = tuple(sorted((k, solver.value(v)) for k, v in a.items() if solver.value(v) > 0))
     if not counts:
@@ -517,7 +517,7 @@ def _device_rows(
     return per
 
 
-def _most(t: BinType, c: PodClass, demand: int) -> int:
+def most_pods(t: BinType, c: PodClass, demand: int) -> int:
     """Return how many pods of ``c`` one bin of ``t`` could hold at most (by resources)."""
     return min(
         [demand] + [t.capacity.get(r, 0) // v for r, v in c.demand.items() if v > 0],

@@ -369,6 +369,19 @@ def _room(problem: Problem, bt: BinType, placement: Placement) -> Counter[str]:
     return Counter({r: v - used.get(r, 0) for r, v in bt.capacity.items()})
 
 
+def movable_classes(problem: Problem) -> set[str]:
+    """Return the classes whose pods may go to any bin that holds them.
+
+    No gang, topology or GPU fraction, and not carrying co-location targets.
+    """
+    carriers = {k for t in problem.topology if isinstance(t, CoLocation) for k in t.carriers}
+    return {
+        c.key
+        for c in problem.classes
+        if c.gang is None and not c.topology and not c.gpu_fraction_milli and c.key not in carriers
+    }
+
+
 def _fill_heavier(problem: Problem, plan: Solution) -> Solution:
     """Move pods from lighter pools' new bins into room on heavier pools' new bins.
 
@@ -377,13 +390,8 @@ def _fill_heavier(problem: Problem, plan: Solution) -> Solution:
     """
     weights = problem.pool_weights
     types = {t.id: t for t in problem.bin_types}
-    carriers = {k for t in problem.topology if isinstance(t, CoLocation) for k in t.carriers}
     classes = {c.key: c for c in problem.classes}
-    movable = {
-        k
-        for k, c in classes.items()
-        if c.gang is None and not c.topology and not c.gpu_fraction_milli and k not in carriers
-    }
+    movable = movable_classes(problem)
     weight = [weights.get(types[b.bin_type].pool, 0) for b in plan.new_bins]
     counts = [Counter(b.placement.counts) for b in plan.new_bins]
     rooms = [_room(problem, types[b.bin_type], b.placement) for b in plan.new_bins]

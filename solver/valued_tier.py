@@ -36,11 +36,10 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from solver.bounds import fast_knapsack_upper, tier_cases
-from solver.colgen import price_patterns, type_groups
+from solver.colgen import most_pods, price_patterns, type_groups
 from solver.greedy import downsize, unplaced_entries
 from solver.problem import (
     BinType,
-    CoLocation,
     NewBin,
     Placement,
     PodClass,
@@ -48,6 +47,7 @@ from solver.problem import (
     Solution,
     Status,
 )
+from solver.tiers import movable_classes
 from solver.validate import cost
 from solver.weights import eligible_types, top_tier
 
@@ -58,15 +58,6 @@ _EXACT_GROUPS = 16
 """Offering groups priced by an exact knapsack (the rest by greedy fillers)."""
 _EFFORT = 0.05
 """Deterministic seconds per exact knapsack."""
-
-
-def _movable(problem: Problem) -> set[str]:
-    carriers = {k for t in problem.topology if isinstance(t, CoLocation) for k in t.carriers}
-    return {
-        c.key
-        for c in problem.classes
-        if c.gang is None and not c.topology and not c.gpu_fraction_milli and c.key not in carriers
-    }
 
 
 def pod_values(problem: Problem, tiered: Mapping[str, frozenset[str]]) -> dict[str, float]:
@@ -131,12 +122,13 @@ def first_tier(
     if not values:
         return None
     heavy = [t for t in problem.bin_types if any(t.id in top[k] for k in values)]
-    patterns = _patterns(problem, heavy, values, demand, deadline)
+    cases_left = blocking_cases(problem, heavy)
+    patterns = _patterns(problem, heavy, values, demand, deadline) if cases_left else []
     if not patterns:
         return None
     best: tuple[float, list[NewBin]] | None = None
     solve = _Solve(deadline, seed, deterministic_time)
-    for rows in blocking_cases(problem, top, values):
+    for rows in cases_left:
         chosen = _choose(problem, patterns, values, rows, solve)
         if chosen is not None and (best is None or chosen[0] < best[0]):
             best = chosen
@@ -154,23 +146,20 @@ def first_tier(
     return FirstTier(plan, only=None not in cases and not free)
 
 
-def blocking_cases(
-    problem: Problem, top: Mapping[str, frozenset[str]], values: Mapping[str, float]
-) -> list[Case]:
+def blocking_cases(problem: Problem, heavy: list[BinType]) -> list[Case]:
     """Return the ways a first tier can leave no heavier offering room for another pod.
 
     A case picks one limited resource per heavier pool and asks the pool to use it beyond
-    its limit minus the least any of its offerings (that holds a valued pod) counts against
-    it: then no such offering fits, so every pod left may go to a lighter pool (rule 9).
-    Empty when a heavier pool has no limit (pods never need to leave it).
+    its limit minus the least any of its offerings in ``heavy`` (those of the valued pods' top
+    tiers) counts against it: then none of them fits, so every pod left may go to a lighter
+    pool (rule 9). Empty when a heavier pool has no limit (pods never need to leave it).
     """
     limits = {lim.pool: lim.remaining for lim in problem.limits}
-    fitting = [t for t in problem.bin_types if any(t.id in top[k] for k in values)]
     per_pool = []
-    for pool in sorted({t.pool for t in fitting}):
+    for pool in sorted({t.pool for t in heavy}):
         options = []
         for r, v in limits.get(pool, {}).items():
-            least = min(t.usage_for_limits().get(r, 0) for t in fitting if t.pool == pool)
+            least = min(t.usage_for_limits().get(r, 0) for t in heavy if t.pool == pool)
             if least > 0:
                 options.append(((pool, r), v - least + 1))
         if not options:
@@ -187,7 +176,7 @@ def _applies(problem: Problem, top: Mapping[str, frozenset[str]]) -> bool:
     limited = {lim.pool for lim in problem.limits} | {
         t.pool for t in problem.bin_types if t.max_count is not None
     }
-    movable = _movable(problem)
+    movable = movable_classes(problem)
     for c in problem.classes:
         if (c.key not in top or c.key not in movable) and _top_pools(problem, c) & limited:
             return False
@@ -271,9 +260,7 @@ def _solos(
     for c in problem.classes:
         if c.key not in values or t.id not in c.allowed_bin_types:
             continue
-        most = min(
-            [demand[c.key]] + [t.capacity.get(r, 0) // v for r, v in c.demand.items() if v > 0]
-        )
+        most = most_pods(t, c, demand[c.key])
         if most > 0:
             out.append(Counter({c.key: most}))
     return out

@@ -56,13 +56,7 @@ def _pool_usage(problem: Problem, s: Solution, pool: str) -> int:
 
 def _plain(problem: Problem) -> Solution:
     """The tiered search alone: the heavier pool's pods chosen by count."""
-    calls = iter([True])
-
-    def tier(p: Problem) -> Solution:
-        next(calls, False)
-        return cpsat._solve_tier(p, TEST_CONFIG)
-
-    return tiers.fall_through(problem, tier).solution
+    return tiers.fall_through(problem, lambda p: cpsat._solve_tier(p, TEST_CONFIG)).solution
 
 
 def test_first_tier_spends_the_limit_on_the_cheapest_capacity_per_pod_it_spares() -> None:
