@@ -42,10 +42,24 @@ def offering_labels(instance_type: InstanceType, offering: Offering) -> dict[str
     return labels
 
 
-def _satisfies(requirements: Requirements, labels: Mapping[str, str]) -> bool:
-    return all(
-        requirement.has(labels[key]) for key, requirement in requirements.items() if key in labels
-    )
+_OFFERING_KEYS = frozenset(
+    {
+        LABEL_ZONE,
+        LABEL_CAPACITY_TYPE,
+        LABEL_CAPACITY_RESERVATION_ID,
+        LABEL_CAPACITY_RESERVATION_TYPE,
+    }
+)
+"""The label keys an offering sets over its instance type's labels (:func:`offering_labels`)."""
+
+
+def _own_labels(offering: Offering) -> dict[str, str]:
+    """The labels ``offering`` sets over its instance type's (as :func:`offering_labels`)."""
+    own = {LABEL_ZONE: offering.zone, LABEL_CAPACITY_TYPE: offering.capacity_type}
+    if offering.reservation_id:
+        own[LABEL_CAPACITY_RESERVATION_ID] = offering.reservation_id
+        own[LABEL_CAPACITY_RESERVATION_TYPE] = offering.reservation_type or "default"
+    return own
 
 
 def compatible_candidates(
@@ -55,15 +69,29 @@ def compatible_candidates(
     *,
     available_only: bool = True,
 ) -> list[Candidate]:
-    """Every (type, offering) the request allows, cheapest first (ties by type, zone)."""
-    candidates = [
-        Candidate(instance_type, offering)
-        for instance_type in instance_types
-        if instance_type.fits(requests)
-        for offering in instance_type.offerings
-        if (offering.available or not available_only)
-        and _satisfies(requirements, offering_labels(instance_type, offering))
-    ]
+    """Every (type, offering) the request allows, cheapest first (ties by type, zone).
+
+    The requirements on keys an offering does not set are checked once per instance type;
+    only those on zone, capacity type and reservation are checked per offering.
+    """
+    type_terms = [(k, r) for k, r in requirements.items() if k not in _OFFERING_KEYS]
+    offering_terms = [(k, r) for k, r in requirements.items() if k in _OFFERING_KEYS]
+    candidates: list[Candidate] = []
+    for instance_type in instance_types:
+        labels = instance_type.labels
+        if not instance_type.fits(requests) or not all(
+            requirement.has(labels[key]) for key, requirement in type_terms if key in labels
+        ):
+            continue
+        for offering in instance_type.offerings:
+            if available_only and not offering.available:
+                continue
+            if offering_terms:
+                own = _own_labels(offering)
+                values = ((r, own.get(k, labels.get(k))) for k, r in offering_terms)
+                if not all(r.has(value) for r, value in values if value is not None):
+                    continue
+            candidates.append(Candidate(instance_type, offering))
     candidates.sort(
         key=lambda c: (
             c.offering.price,

@@ -135,6 +135,11 @@ def _value(name: str, milli: int) -> float:
     return milli / _MILLI if name == _CPU else float(math.ceil(milli / _MILLI))
 
 
+def _lifetime_key(node_name: str) -> str:
+    """The store key of a node's lifetime series (``:`` is in no node name)."""
+    return f"lifetime:{node_name}"
+
+
 def _is_daemon(pod: Pod) -> bool:
     return any(ref.kind == "DaemonSet" for ref in pod.metadata.owner_references)
 
@@ -199,6 +204,8 @@ class NodeMetricsController:
         self._nodes: dict[str, _NodeSeries] = {}
         # by id(pod): each entry holds its pod object, so an id is not reused while it is here
         self._pods: dict[int, _PodTotals] = {}
+        # the state nodes last built from (held, so their ids are not reused)
+        self._last: tuple[StateNode, ...] = ()
 
     @property
     def name(self) -> str:
@@ -210,6 +217,14 @@ class NodeMetricsController:
         del request
         now = self._clock.now()
         nodes = [n for n in self._state.state_nodes(now) if n.node is not None]
+        if len(nodes) == len(self._last) and all(
+            a is b for a, b in zip(nodes, self._last, strict=True)
+        ):
+            # the same state node objects: only the lifetimes moved
+            for name, item in self._nodes.items():
+                self._store.update(_lifetime_key(name), [self._lifetime(item, now)])
+            return Result.after(NODE_METRICS_INTERVAL)
+        self._last = tuple(nodes)
         pods: dict[int, _PodTotals] = {}
         series: dict[str, _NodeSeries] = {}
         for state in nodes:
@@ -223,9 +238,10 @@ class NodeMetricsController:
                 if cached is not None:
                     pods[id(pod)] = cached
         self._nodes, self._pods = series, pods
-        samples: dict[str, list[_Sample]] = {
-            name: [*item.samples, self._lifetime(item, now)] for name, item in series.items()
-        }
+        samples: dict[str, Iterable[_Sample]] = {}
+        for name, item in series.items():
+            samples[name] = item.samples
+            samples[_lifetime_key(name)] = [self._lifetime(item, now)]
         samples["clusterUtilization"] = self._utilization(series.values())
         self._store.replace_all(samples)
         return Result.after(NODE_METRICS_INTERVAL)
@@ -400,11 +416,21 @@ class OfferingGauges:
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
         self._last: dict[tuple[str, str, str], tuple[bool, float]] = {}
+        # the instance type objects last observed: frozen, so the same objects in the same
+        # order set the same gauges (the provider keeps its objects while nothing changes)
+        self._seen: tuple[InstanceType, ...] = ()
 
     def observe(self, types: Iterable[Sequence[InstanceType]]) -> None:
         """Set the gauges from every NodePool's instance types."""
+        pools = [tuple(pool_types) for pool_types in types]
+        observed = tuple(it for pool_types in pools for it in pool_types)
+        if len(observed) == len(self._seen) and all(
+            a is b for a, b in zip(observed, self._seen, strict=True)
+        ):
+            return
+        self._seen = observed
         current: dict[tuple[str, str, str], tuple[bool, float]] = {}
-        for pool_types in types:
+        for pool_types in pools:
             for instance_type in pool_types:
                 for offering in instance_type.offerings:
                     key = (instance_type.name, offering.capacity_type, offering.zone)

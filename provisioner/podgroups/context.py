@@ -22,7 +22,7 @@ class ProvisioningContext:
     """Everything pod-group decisions read; namespaced objects keyed ``namespace/name``.
 
     Cluster-scoped objects (queues, PriorityClasses) are keyed by name. ``members`` is derived
-    from ``pods`` on construction: the live (not Succeeded/Failed) pods of each group.
+    from ``pods`` when first read: the live (not Succeeded/Failed) pods of each group.
     """
 
     pods: tuple[Pod, ...] = ()
@@ -63,19 +63,28 @@ class ProvisioningContext:
         default=None, repr=False, compare=False
     )
     """``detect_group`` or a memo of it (a caller planning many times over the same pods)."""
-    members: Mapping[GroupId, tuple[Pod, ...]] = field(init=False, repr=False, compare=False)
-    """Live pods per group, derived from ``pods``."""
+    _members: dict[GroupId, tuple[Pod, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
-    def __post_init__(self) -> None:
-        index: dict[GroupId, dict[str, Pod]] = {}
-        for pod in self.pods:
-            if is_terminal(pod):
-                continue
-            ref = self.group_of(pod)
-            if ref is not None:
-                index.setdefault(ref.group_id, {})[pod.key] = pod
-        members = {gid: tuple(pods[k] for k in sorted(pods)) for gid, pods in index.items()}
-        object.__setattr__(self, "members", members)
+    @property
+    def members(self) -> Mapping[GroupId, tuple[Pod, ...]]:
+        """Live pods per group, derived from ``pods`` when first read.
+
+        A view whose pods are in no group, or that no group decision reads, never pays for it.
+        """
+        if self._members is None:
+            index: dict[GroupId, dict[str, Pod]] = {}
+            for pod in self.pods:
+                if is_terminal(pod):
+                    continue
+                ref = self.group_of(pod)
+                if ref is not None:
+                    index.setdefault(ref.group_id, {})[pod.key] = pod
+            members = {gid: tuple(pods[k] for k in sorted(pods)) for gid, pods in index.items()}
+            object.__setattr__(self, "_members", members)
+            return members
+        return self._members
 
     def group_of(self, pod: Pod) -> PodGroupRef | None:
         """The pod's group (``detect_group``, through ``detector`` when there is one)."""

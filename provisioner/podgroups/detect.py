@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Final
 
 from provisioner.apis.core import Pod
+from provisioner.apis.podmemo import PER_POD_SLACK, PerPod
 from provisioner.podgroups import coscheduling, jobset, kai, kueue, lws, provreq, volcano, workload
 from provisioner.podgroups.model import PodGroupRef
 
@@ -48,7 +49,7 @@ def detect_group(pod: Pod) -> PodGroupRef | None:
     return None
 
 
-DETECTED_SLACK: Final = 1024
+DETECTED_SLACK: Final = PER_POD_SLACK
 """Pods a :class:`DetectionMemo` may hold beyond twice the live ones before starting again."""
 
 
@@ -63,21 +64,15 @@ class DetectionMemo:
     __slots__ = ("_known",)
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[Pod, PodGroupRef | None]] = {}
+        self._known: PerPod[PodGroupRef | None] = PerPod()
 
     def __call__(self, pod: Pod) -> PodGroupRef | None:
         """The pod's group, as ``detect_group`` gives it."""
-        known = self._known.get(id(pod))
-        if known is not None:
-            return known[1]
-        ref = detect_group(pod)
-        self._known[id(pod)] = (pod, ref)
-        return ref
+        return self._known.get(pod, detect_group)
 
     def __len__(self) -> int:
         return len(self._known)
 
     def bound(self, live: int) -> None:
         """Start again when holding more than twice ``live`` pods (plus some slack)."""
-        if len(self._known) > 2 * live + DETECTED_SLACK:
-            self._known = {}
+        self._known.bound(live)

@@ -346,6 +346,8 @@ def simulate(
     }
     required_nodes = {s.name for s in removed if s.name}
     moving_keys = {p.key for p in moving}
+    # the same copy in every simulation of the pass: what is read from it is read once
+    pending_copy = catalog.options.pending.get
     displaced: dict[str, Pod] = {}
     pods: dict[str, Pod] = {}
     for key, pod in snapshot.pods.items():
@@ -354,7 +356,7 @@ def simulate(
             if not pending and key not in moving_keys and node not in required_nodes:
                 continue  # a leaving node's pods: its own replacement or the provisioner's
             if key in moving_keys or is_reschedulable(pod):
-                pods[key] = _as_pending(pod)
+                pods[key] = pending_copy(pod, _as_pending)
                 if key in moving_keys or node in required_nodes:
                     displaced[key] = pod
             continue

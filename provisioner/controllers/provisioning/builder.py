@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Final
 
 import numpy as np
@@ -287,8 +288,7 @@ def _provisionable(view: ClusterView, build: Build, derived: _Derived | None) ->
     verdicts = provisionable_verdicts(pending_pods, view.groups)
     keys = [_key(pod) for pod in pending_pods]
     pending_keys = set(keys)
-    cache: dict[str, Signature] = {}
-    requests_cache: RequestsCache = {}
+    read_facts = _facts_reader(view)
     ignore_reasons: dict[Signature, str | None] = {}
     combined: dict[tuple[Signature, tuple[Requirements, ...]], tuple[Requirements, ...]] = {}
     result: list[_Pending] = []
@@ -301,7 +301,7 @@ def _provisionable(view: ClusterView, build: Build, derived: _Derived | None) ->
         if original is not None and original in pending_keys:
             build.ignored.append((key, f"KAI scaling pod standing in for {original}"))
             continue
-        facts = pod_facts(pod, cache=cache, requests_cache=requests_cache)
+        facts = read_facts(pod)
         if facts.signature not in ignore_reasons:
             ignore_reasons[facts.signature] = _karpenter_ignore_reason(facts)
         reason = ignore_reasons[facts.signature]
@@ -335,6 +335,18 @@ def _provisionable(view: ClusterView, build: Build, derived: _Derived | None) ->
             item.gang = "/".join(verdict.group.group_id)
         result.append(item)
     return result
+
+
+def _facts_reader(view: ClusterView) -> Callable[[Pod], PodFacts]:
+    """:func:`pod_facts` for one planning step (remembered per pod object in the view's memo)."""
+    cache: dict[str, Signature] = {}
+    requests_cache: RequestsCache = {}
+
+    def facts_of(pod: Pod) -> PodFacts:
+        return pod_facts(pod, cache=cache, requests_cache=requests_cache)
+
+    memo = view.options_memo
+    return facts_of if memo is None else partial(memo.facts.get, compute=facts_of)
 
 
 def _known_device_memories(build: Build, derived: _Derived | None) -> list[int]:
@@ -549,6 +561,10 @@ def _existing_bins(
     with the same bound pods as in an earlier build is taken from there.
     """
     known = derived.existing if derived is not None else None
+    memo = view.options_memo
+    requests: Callable[[Pod], Mapping[str, int]] = (
+        _slot_requests if memo is None else partial(memo.requests.get, compute=_slot_requests)
+    )
     if known is not None and len(known) > 2 * len(view.nodes) + _EXISTING_SLACK:
         known.clear()  # older snapshots' nodes: start again
     nodes: dict[str, _ExistingNode] = {}
@@ -567,7 +583,7 @@ def _existing_bins(
         node_bin = None
         if resolved is not None:
             labels, allocatable = resolved
-            node_bin = _node_bin(state, labels, allocatable, pods)
+            node_bin = _node_bin(state, labels, allocatable, pods, requests)
             nodes[node_bin.id] = node_bin
         if known is not None and key is not None:
             known[key] = (state, tuple(pods), node_bin)
@@ -651,18 +667,23 @@ def _largest(lists: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return result
 
 
+def _slot_requests(pod: Pod) -> Mapping[str, int]:
+    """The pod's requests with its pod slot."""
+    return with_pod_slot(requests_of(pod))
+
+
 def _node_bin(
     state: StateNode,
     labels: dict[str, str],
     allocatable: Mapping[str, int],
     pods: Sequence[Pod],
+    pod_requests: Callable[[Pod], Mapping[str, int]] = _slot_requests,
 ) -> _ExistingNode:
     if state.name:
         labels.setdefault(wk.LABEL_HOSTNAME, state.name)
     used: dict[str, int] = {}
     for pod in pods:
-        requests = with_pod_slot(requests_of(pod))
-        for name, amount in requests.items():
+        for name, amount in pod_requests(pod).items():
             used[name] = used.get(name, 0) + amount
     remaining = {name: max(amount, 0) for name, amount in subtract(allocatable, used).items()}
     shared = _shared_devices(pods)
@@ -742,12 +763,14 @@ def _gangs(
     build: Build,
 ) -> list[Gang]:
     """Gangs among the pending pods; members of groups that are not gangs lose their gang id."""
-    node_of = {_key(pod): node for node, pods in bound.items() for pod in pods}
-    state_nodes = {state.key: state for state in view.nodes}
     members: dict[str, list[_Pending]] = defaultdict(list)
     for item in pending:
         if item.gang is not None:
             members[item.gang].append(item)
+    if not members:  # most batches: no gang member pending, nothing to index
+        return []
+    node_of = {_key(pod): node for node, pods in bound.items() for pod in pods}
+    state_nodes = {state.key: state for state in view.nodes}
     gangs: list[Gang] = []
     for gang_id, items in sorted(members.items()):
         ref = detect_group(items[0].facts.pod)

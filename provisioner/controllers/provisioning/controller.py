@@ -211,7 +211,8 @@ def build_view(
     detector = None
     if options_memo is not None:
         detector = options_memo.detect
-        detector.bound(len(pods))
+        for memo in (detector, options_memo.facts, options_memo.requests, options_memo.pending):
+            memo.bound(len(pods))
     groups = dataclasses.replace(
         context,
         pods=tuple(pods),
@@ -293,13 +294,16 @@ def decide(
     planner: PlannerConfig,
     region: str = "",
     extra_pods: Sequence[Pod] = (),
+    options_memo: OptionsMemo | None = None,
 ) -> Plan:
     """One provisioning batch's decision: what to launch and where pods go, nothing done yet.
 
     The provisioning controller acts on this; `jointer plan` prints it. Both call it on a
     cache snapshot (the controller's, or one loaded from manifests). llmaz model pods are
     planned on their first usable flavor (:mod:`flavors`). ``extra_pods`` are planned too (a
-    check-capacity request's pods, with no pools).
+    check-capacity request's pods, with no pools). ``options_memo`` keeps the offerings (and
+    what planning derives from them) for the next batch over the same NodePools; the plan is
+    the same with or without it.
 
     Raises:
         PodError: for a pod or DaemonSet whose spec cannot be read.
@@ -311,6 +315,7 @@ def decide(
         ignore_preferences=planner.ignore_preferences,
         unavailable=unavailable_pools(snapshot, pools),
         extra_pods=extra_pods,
+        options_memo=options_memo,
     )
     choice = choose_flavors(view, openmodels(snapshot.group_objects))
     return with_flavor_rejections(plan(choice.view, planner), choice)
@@ -638,6 +643,7 @@ class ProvisioningController(ControllerBase):
         self._window = nomination_window
         self._batches = 0
         self._offerings = OfferingGauges(ports.metrics)
+        self._options_memo = OptionsMemo()
         self.observer: BatchObserver | None = None
         """Called with every batch's snapshot, pools and decision before it is acted on."""
 
@@ -733,7 +739,13 @@ class ProvisioningController(ControllerBase):
         started = self._clock.monotonic()
         depth = self._queue_depth(snapshot)
         try:
-            result = decide(snapshot, step.pools, planner=self._planner, region=self._region)
+            result = decide(
+                snapshot,
+                step.pools,
+                planner=self._planner,
+                region=self._region,
+                options_memo=self._options_memo,
+            )
         except PodError as error:
             self._log.error("could not schedule pod", error=str(error))
             return 1

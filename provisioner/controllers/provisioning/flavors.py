@@ -278,8 +278,10 @@ class _Capacity:
         return False
 
 
-def _pending_model_pods(view: ClusterView) -> list[Pod]:
-    """The view's pending llmaz model pods, in key order."""
+def _pending_model_pods(view: ClusterView, models: Models) -> list[Pod]:
+    """The view's pending llmaz model pods, in key order (none to rewrite without models)."""
+    if not models:  # no OpenModel: every model pod is planned as it is
+        return []
     model_pods = [p for p in view.pods if p.metadata.labels.get(wk.LABEL_LLMAZ_MODEL_NAME)]
     if not model_pods:  # most views: no model pod at all, pending or not
         return []
@@ -302,7 +304,7 @@ def choose_flavors(
         PodError: for a model pod whose spec cannot be read.
     """
     displaced = displaced or {}
-    pending = _pending_model_pods(view)
+    pending = _pending_model_pods(view, models)
     if not pending:
         return FlavorChoice(view)
     capacity: _Capacity | None = None

@@ -15,7 +15,8 @@ from cloudprovider.instancetype import InstanceType, Offering
 from provisioner.apis import labels as wk
 from provisioner.apis.core import DaemonSet, Pod, Taint
 from provisioner.apis.nodepool import NodePool
-from provisioner.controllers.provisioning.podfacts import PodError, Signature, pod_facts
+from provisioner.apis.podmemo import PerPod
+from provisioner.controllers.provisioning.podfacts import PodError, PodFacts, Signature, pod_facts
 from provisioner.podgroups import DetectionMemo
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
@@ -195,16 +196,26 @@ class OptionsMemo:
 
     A disruption pass runs many rescheduling simulations against the same pool templates and
     DaemonSet objects; each would enumerate the same offerings again. Reuse is by identity of
-    those objects (they are immutable and held here, so an identity cannot be recycled), so any
-    new template or DaemonSet (a NodePool or catalog change, a DaemonSet update) recomputes.
+    those objects or by equality (they are immutable and held here, so an identity cannot be
+    recycled), so any changed template or DaemonSet (a NodePool or catalog change, a DaemonSet
+    update) recomputes. The provisioner keeps one memo across its batches too.
 
     :attr:`derived` is where the planner keeps what it computes from exactly these offerings
     (fit indexes, compatible offerings per signature, solver bin types): it is emptied
-    whenever the offerings are enumerated again. :attr:`detect` is ``detect_group``
-    remembered per pod object.
+    whenever the offerings are enumerated again. :attr:`detect`, :attr:`facts`,
+    :attr:`requests` and :attr:`pending` are what is read from each pod object, remembered.
     """
 
-    __slots__ = ("_daemons", "_inputs", "_options", "derived", "detect")
+    __slots__ = (
+        "_daemons",
+        "_inputs",
+        "_options",
+        "derived",
+        "detect",
+        "facts",
+        "pending",
+        "requests",
+    )
 
     def __init__(self) -> None:
         self._inputs: tuple[tuple[object, ...], tuple[object, ...], str] | None = None
@@ -212,6 +223,12 @@ class OptionsMemo:
         self._options: tuple[Option, ...] = ()
         self.detect = DetectionMemo()
         """``detect_group`` per pod object, for the views planned with this memo."""
+        self.facts: PerPod[PodFacts] = PerPod()
+        """:func:`pod_facts` per pending pod object."""
+        self.requests: PerPod[Mapping[str, int]] = PerPod()
+        """Requests (pod slot included) per bound pod object."""
+        self.pending: PerPod[Pod] = PerPod()
+        """The pending copy a rescheduling simulation makes of a displaced pod object."""
         self.derived: object = None
         """The planner's caches for the current offerings (None after each enumeration)."""
 
@@ -240,4 +257,11 @@ class OptionsMemo:
 
 
 def _same(kept: Sequence[object], asked: Sequence[object]) -> bool:
-    return len(kept) == len(asked) and all(a is b for a, b in zip(kept, asked, strict=True))
+    """The same inputs: the same objects, or equal ones.
+
+    A provisioning batch resolves its NodePools' templates afresh, over the same instance type
+    objects while nothing changed.
+    """
+    return len(kept) == len(asked) and all(
+        a is b or a == b for a, b in zip(kept, asked, strict=True)
+    )

@@ -83,9 +83,15 @@ class Explainer:
     ) -> None:
         self._pools = tuple(pools)
         self._unavailable = tuple(unavailable)
-        self._options: dict[str, list[Option]] = {}
-        for option in options:
-            self._options.setdefault(option.pool.name, []).append(option)
+        self._all_options = tuple(options)
+        self._by_pool: dict[str, list[Option]] | None = None  # indexed when first explained
+
+    def _pool_options(self) -> dict[str, list[Option]]:
+        if self._by_pool is None:
+            self._by_pool = {}
+            for option in self._all_options:
+                self._by_pool.setdefault(option.pool.name, []).append(option)
+        return self._by_pool
 
     def not_ready(
         self, tolerations: Sequence[Toleration], alternatives: Sequence[Requirements]
@@ -124,7 +130,7 @@ class Explainer:
         problem = self._requirements(pool, alternatives)
         if problem is not None:
             return f"incompatible requirements, {problem}"
-        options = self._options.get(pool.name, [])
+        options = self._pool_options().get(pool.name, [])
         if not options:
             return "nodepool requirements filtered out all available instance types"
         for alternative in alternatives:

@@ -89,7 +89,9 @@ def test_the_memo_gives_what_enumeration_gives_and_a_fresh_list() -> None:
     assert len(memo.get(templates, daemonsets, "us-west-2")[1]) == len(expected)
 
 
-def test_the_same_objects_are_enumerated_once_and_any_new_one_again(counted: list[int]) -> None:
+def test_the_same_or_equal_inputs_are_enumerated_once_and_any_changed_one_again(
+    counted: list[int],
+) -> None:
     templates = catalog_of(_facts()).templates()
     daemonsets = (_daemonset("100m"),)
     memo = OptionsMemo()
@@ -98,7 +100,12 @@ def test_the_same_objects_are_enumerated_once_and_any_new_one_again(counted: lis
     assert len(counted) == 1
     memo.get(templates, daemonsets, "us-east-1")
     assert len(counted) == 2
-    memo.get(templates, (_daemonset("100m"),), "us-east-1")  # an equal but new DaemonSet
+    # what a provisioning batch passes: equal templates and DaemonSets, built afresh
+    equal = [dataclasses.replace(t) for t in templates]
+    assert equal[0] is not templates[0]
+    memo.get(equal, (_daemonset("100m"),), "us-east-1")
+    assert len(counted) == 2
+    memo.get(templates, (_daemonset("200m"),), "us-east-1")  # a changed DaemonSet
     assert len(counted) == 3
     changed = [dataclasses.replace(templates[0], weight=templates[0].weight + 1)]
     memo.get(changed, (), "us-east-1")

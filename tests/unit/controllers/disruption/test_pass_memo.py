@@ -29,6 +29,7 @@ from provisioner.controllers.disruption.rescheduling import (
 from provisioner.controllers.provisioning import builder, offerings, planner
 from provisioner.controllers.provisioning.builder import Build
 from provisioner.controllers.provisioning.cluster import ClusterView
+from provisioner.controllers.provisioning.podfacts import pod_facts
 from provisioner.podgroups import DetectionMemo, detect_group
 from provisioner.podgroups import detect as detect_module
 from tests.unit.controllers.disruption.objects import (
@@ -252,11 +253,34 @@ def test_pod_groups_are_detected_once_per_pod_object(detections: list[str]) -> N
     facts = _three_nodes()
     catalog = catalog_of(facts)
     simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
-    first = len(calls)
-    assert first >= 2  # the pods that stay bound
+    # only the pending pod is looked at: no group, so no group's members are indexed
+    assert calls == ["default/web-a"]
     simulate(facts, catalog, [facts.nodes["b"]], planner=GREEDY)
-    # only the pods that are new objects (made pending by this move) are detected again
-    assert len(calls) - first <= 2
+    assert calls == ["default/web-a", "default/web-b"]
+    # the same move again: the same pending copy, already detected
+    simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
+    assert calls == ["default/web-a", "default/web-b"]
+
+
+def test_a_move_reads_each_pending_copy_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[str] = []
+
+    def counting(p: Any, **kwargs: Any) -> Any:
+        read.append(p.key)
+        return pod_facts(p, **kwargs)
+
+    monkeypatch.setattr(builder, "pod_facts", counting)
+    facts = _three_nodes()
+    catalog = catalog_of(facts)
+    first = simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
+    again = simulate(facts, catalog, [facts.nodes["a"]], planner=GREEDY)
+    assert read == ["default/web-a"]
+    assert first.ok
+    assert again.ok
+    assert again.plan is not None
+    assert first.plan is not None
+    assert again.plan.existing_nodes == first.plan.existing_nodes
+    assert again.plan.node_claims == first.plan.node_claims == ()
 
 
 def test_only_the_launch_targets_a_plan_uses_are_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
