@@ -239,6 +239,7 @@ class ClusterFacts:
     _gangs: dict[str, GangKey | None] = field(default_factory=dict)
     _members: dict[GangKey, tuple[str, ...]] = field(default_factory=dict)
     _node_of_pod: dict[str, str] | None = None
+    _pods_on: dict[str, list[str]] | None = None
     _pdbs: PdbLimits | None = None
 
     @classmethod
@@ -291,6 +292,18 @@ class ClusterFacts:
                 if pod.spec.node_name and not is_terminal(pod)
             }
         return self._node_of_pod
+
+    def pods_on(self, node: str) -> list[str]:
+        """The keys of every pod whose ``spec.nodeName`` is ``node``, in snapshot order.
+
+        Terminal pods too; indexed on first use.
+        """
+        if self._pods_on is None:
+            self._pods_on = {}
+            for key, pod in self.snapshot.pods.items():
+                if pod.spec.node_name:
+                    self._pods_on.setdefault(pod.spec.node_name, []).append(key)
+        return self._pods_on.get(node, [])
 
     @property
     def pdbs(self) -> PdbLimits:

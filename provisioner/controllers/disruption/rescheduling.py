@@ -346,23 +346,14 @@ def simulate(
     }
     required_nodes = {s.name for s in removed if s.name}
     moving_keys = {p.key for p in moving}
-    # the same copy in every simulation of the pass: what is read from it is read once
-    pending_copy = catalog.options.pending.get
-    displaced: dict[str, Pod] = {}
-    pods: dict[str, Pod] = {}
-    for key, pod in snapshot.pods.items():
-        node = pod.spec.node_name
-        if key in moving_keys or node in removed_nodes:
-            if not pending and key not in moving_keys and node not in required_nodes:
-                continue  # a leaving node's pods: its own replacement or the provisioner's
-            if key in moving_keys or is_reschedulable(pod):
-                pods[key] = pending_copy(pod, _as_pending)
-                if key in moving_keys or node in required_nodes:
-                    displaced[key] = pod
-            continue
-        if not pending and not node and key not in snapshot.nominations:
-            continue
-        pods[key] = pod
+    pods, displaced = _split(
+        facts,
+        catalog.options,
+        removed_nodes=removed_nodes,
+        required_nodes=required_nodes,
+        moving_keys=moving_keys,
+        pending=pending,
+    )
     if not displaced:
         return Simulation(displaced={})
     sub = _without(snapshot, removed_nodes, removed_claims, pods, moving_keys)
@@ -383,6 +374,51 @@ def simulate(
         plans = plans[:1]
     outcomes = [_outcome(displaced, with_flavor_rejections(p, choice), facts, limit) for p in plans]
     return min(outcomes, key=_for_consolidation)
+
+
+def _split(
+    facts: ClusterFacts,
+    memo: OptionsMemo,
+    *,
+    removed_nodes: Collection[str],
+    required_nodes: Collection[str],
+    moving_keys: Collection[str],
+    pending: bool,
+) -> tuple[dict[str, Pod], dict[str, Pod]]:
+    """The simulation's pods (snapshot order) and the displaced ones, by key.
+
+    The pods of the removed nodes and the moving ones become pending copies (the same copy
+    in every simulation of the pass, so what is read from it is read once); those that cannot
+    be rescheduled are left out. With ``pending`` every other pod stays as it is, so only the
+    removed nodes' pods are looked at.
+    """
+    snapshot = facts.snapshot
+    displaced: dict[str, Pod] = {}
+    if pending:
+        touched = set(moving_keys)
+        for node in removed_nodes:
+            touched.update(facts.pods_on(node))
+        pods = dict(snapshot.pods)
+        keys = [key for key in snapshot.pods if key in touched]
+    else:
+        pods, keys = {}, list(snapshot.pods)
+    for key in keys:
+        pod = snapshot.pods[key]
+        node = pod.spec.node_name
+        if key in moving_keys or node in removed_nodes:
+            if not pending and key not in moving_keys and node not in required_nodes:
+                continue  # a leaving node's pods: its own replacement or the provisioner's
+            if key in moving_keys or is_reschedulable(pod):
+                pods[key] = memo.pending.get(pod, _as_pending)
+                if key in moving_keys or node in required_nodes:
+                    displaced[key] = pod
+            else:
+                pods.pop(key, None)
+            continue
+        if not pending and not node and key not in snapshot.nominations:
+            continue
+        pods[key] = pod
+    return pods, displaced
 
 
 def _for_consolidation(simulation: Simulation) -> tuple[bool, int, float]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from provisioner.apis.core import (
+    TERMINAL_PHASES,
     DaemonSet,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -72,8 +73,9 @@ class ClusterView:
         """Non-terminal pods bound to a node, by node name."""
         result: dict[str, list[Pod]] = {}
         for pod in self.pods:
-            if pod.spec.node_name and not is_terminal(pod):
-                result.setdefault(pod.spec.node_name, []).append(pod)
+            node = pod.spec.node_name
+            if node and (pod.status is None or pod.status.phase not in TERMINAL_PHASES):
+                result.setdefault(node, []).append(pod)
         return result
 
     def pending_pods(self) -> list[Pod]:
