@@ -171,6 +171,7 @@ class PdbLimits:
                     healthy=healthy,
                 )
             )
+        self._by_key = {b.key: b for b in self._budgets}
 
     def covering(self, pod: Pod) -> list[str]:
         """The keys of the budgets that select ``pod``."""
@@ -201,9 +202,8 @@ class PdbLimits:
                 continue
             for key in keys:
                 by_budget.setdefault(key, []).append(pod)
-        budgets = {b.key: b for b in self._budgets}
         for key, members in by_budget.items():
-            budget = budgets[key]
+            budget = self._by_key[key]
             healthy = sum(1 for p in members if _healthy(p))
             refused = healthy > budget.allowed or (healthy == 0 and budget.healthy < budget.desired)
             if refused and key not in blocked:
@@ -327,6 +327,8 @@ class ClusterFacts:
 
     def pdb_blocker(self, pods: Sequence[Pod]) -> str | None:
         """A DisruptionBlocked message when budgets would refuse evicting ``pods``."""
+        if not self.snapshot.pdbs:  # no budget: nothing refuses (and nothing to index)
+            return None
         blocking = self.pdbs.blocking([p for p in pods if is_drainable(p)])
         if not blocking:
             return None
