@@ -33,6 +33,12 @@ GPU reservation pods are never victims. This is what keeps headroom placeholders
 
 A pod that cannot be bound gets ``PodScheduled=False, reason=Unschedulable`` (and, the first time, a
 ``FailedScheduling`` event); a bound pod gets a ``Scheduled`` event.
+
+**The unschedulable queue** (kube-scheduler's): a pod that could not be bound is parked, and later
+passes skip it until an event that may let it fit (a Node added, changed or removed, a bound pod
+deleted or finished, a pod-group object changed, the pod's own spec or labels changed) or until it
+has waited ``UNSCHEDULABLE_RETRY_SECONDS`` (``podMaxInUnschedulablePodsDuration``). Members of
+gangs are never parked: their group is weighed whole on every pass.
 """
 
 from __future__ import annotations
@@ -104,9 +110,12 @@ from provisioner.simulation.objects import (
 )
 from provisioner.simulation.timeline import Timeline
 
-__all__ = ["SCHEDULER_NAME", "Scheduler"]
+__all__ = ["SCHEDULER_NAME", "UNSCHEDULABLE_RETRY_SECONDS", "Scheduler"]
 
 SCHEDULER_NAME: Final = "default-scheduler"
+UNSCHEDULABLE_RETRY_SECONDS: Final = 300.0
+"""How long a parked pod waits at most before it is tried again (kube-scheduler's default)."""
+_RETRY_KEY: Final = ("scheduler", "unschedulable-retry")
 _NOMINATED_PREFIX: Final = "Pod should schedule on: "
 _BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 
@@ -154,6 +163,24 @@ class _Pass:
     default_priority: int = 0
     bound: dict[str, list[_Bound]] = field(default_factory=dict)
     may_preempt: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A pod in the unschedulable queue: since when, and what of it a change would unpark."""
+
+    since: float
+    spec: Any
+    labels: Any
+
+    @staticmethod
+    def of(pod: Mapping[str, Any], now: float) -> _Parked:
+        return _Parked(now, pod.get("spec"), (pod.get("metadata") or {}).get("labels"))
+
+    def same_pod(self, pod: Mapping[str, Any]) -> bool:
+        """Whether ``pod`` still has the spec and labels it was parked with (not its status)."""
+        labels = (pod.get("metadata") or {}).get("labels")
+        return bool(pod.get("spec") == self.spec and labels == self.labels)
 
 
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
@@ -249,9 +276,13 @@ class Scheduler:
         self._current: dict[str, tuple[str, Pod | None]] = {}
         self._nominated: dict[str, str] = {}
         self._reported: set[str] = set()
+        self._parked: dict[str, _Parked] = {}
         self._shared_bound = False
+        self._reservations_stale = True
         self.passes = 0
         self.binds = 0
+        self.attempts = 0
+        """Pods tried one by one (not as a gang) on some pass."""
 
     def observe(self, resource: Resource, event: WatchEvent) -> None:
         """Note nominations; schedule a pass when pods, nodes or pod-group objects change."""
@@ -259,15 +290,37 @@ class Scheduler:
         if resource == EVENTS:
             self._note_nomination(obj)
             return
-        if resource == PODS and event.type == WatchEventType.DELETED:
-            uid = uid_of(obj)
+        if resource == PODS:
+            self._observe_pod(event)
+        elif resource == NODES:
+            self._parked.clear()
+        elif resource != NODE_CLAIMS:
+            if resource not in set(self._group_resources()):
+                return
+            self._parked.clear()
+        self.trigger()
+
+    def _observe_pod(self, event: WatchEvent) -> None:
+        """Forget a deleted pod; unpark what a pod's change may let fit."""
+        obj = event.object
+        uid = uid_of(obj)
+        bound = bool((obj.get("spec") or {}).get("nodeName"))
+        if bound and device_groups(obj):
+            self._reservations_stale = True  # a fraction or reservation came, went or changed
+        if event.type == WatchEventType.DELETED:
             self._facts.pop(uid, None)
             self._models.pop(uid, None)
             self._current.pop(uid, None)
             self._nominated.pop(uid, None)
             self._reported.discard(uid)
-        if resource in {PODS, NODES, NODE_CLAIMS} or resource in set(self._group_resources()):
-            self.trigger()
+            self._parked.pop(uid, None)
+            if bound:
+                self._parked.clear()  # its node has room again
+        elif bound:
+            if is_terminal(obj):
+                self._parked.clear()
+        elif (parked := self._parked.get(uid)) is not None and not parked.same_pod(obj):
+            del self._parked[uid]
 
     def trigger(self) -> None:
         """Run a pass at the current virtual time (once, however often asked)."""
@@ -291,9 +344,12 @@ class Scheduler:
         """Bind every pending pod that fits; mark the others Unschedulable."""
         self.passes += 1
         pods = self._kube.view(PODS)
-        if self._reconcile_reservations(pods):
-            pods = self._kube.view(PODS)
+        if self._reservations_stale:
+            self._reservations_stale = False
+            if self._reconcile_reservations(pods):
+                pods = self._kube.view(PODS)
         classes, default = _priority_classes(self._kube.view(PRIORITY_CLASSES))
+        retry_before = self._timeline.now - UNSCHEDULABLE_RETRY_SECONDS
         pending = sorted(
             (
                 p
@@ -302,6 +358,7 @@ class Scheduler:
                 and not is_terminal(p)
                 and not is_deleting(p)
                 and not (p.get("spec") or {}).get("schedulingGates")
+                and not self._waits(p, retry_before)
             ),
             key=lambda p: (
                 -_priority(p, classes, default),
@@ -312,19 +369,7 @@ class Scheduler:
         if not pending:
             return
         state = self._state(pods)
-        state.priorities, state.default_priority = classes, default
-        # all priorities are 0 unless a PriorityClass or a pod says otherwise: nothing to preempt
-        state.may_preempt = bool(classes) or any(
-            (p.get("spec") or {}).get("priority") is not None
-            or (p.get("spec") or {}).get("priorityClassName")
-            for p in pods
-        )
-        for pod in pods if state.may_preempt else ():
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and not is_terminal(pod) and not is_deleting(pod) and not is_reservation(pod):
-                state.bound.setdefault(str(node), []).append(
-                    _Bound(_priority(pod, classes, default), self._pod_facts(pod).requests, pod)
-                )
+        self._note_priorities(state, pods, classes, default)
         groups: dict[tuple[Ecosystem, str, str], list[JsonObject]] = {}
         refs: dict[str, PodGroupRef] = {}
         for pod in pending:
@@ -344,6 +389,34 @@ class Scheduler:
         if self._shared_bound:
             self._shared_bound = False
             self._reconcile_reservations(self._kube.view(PODS))
+        if self._parked:
+            oldest = min(parked.since for parked in self._parked.values())
+            self._timeline.schedule(
+                oldest + UNSCHEDULABLE_RETRY_SECONDS, self.run_pass, key=_RETRY_KEY
+            )
+
+    def _note_priorities(
+        self, state: _Pass, pods: Sequence[JsonObject], classes: Mapping[str, int], default: int
+    ) -> None:
+        """Priorities, and the bound pods preemption may evict (none when all are equal)."""
+        state.priorities, state.default_priority = classes, default
+        # all priorities are 0 unless a PriorityClass or a pod says otherwise: nothing to preempt
+        state.may_preempt = bool(classes) or any(
+            (p.get("spec") or {}).get("priority") is not None
+            or (p.get("spec") or {}).get("priorityClassName")
+            for p in pods
+        )
+        for pod in pods if state.may_preempt else ():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and not is_terminal(pod) and not is_deleting(pod) and not is_reservation(pod):
+                state.bound.setdefault(str(node), []).append(
+                    _Bound(_priority(pod, classes, default), self._pod_facts(pod).requests, pod)
+                )
+
+    def _waits(self, pod: Mapping[str, Any], retry_before: float) -> bool:
+        """Whether the pod is parked, unchanged, and has not waited the retry period yet."""
+        parked = self._parked.get(uid_of(pod))
+        return parked is not None and parked.since > retry_before and parked.same_pod(pod)
 
     def _state(self, pods: Sequence[JsonObject]) -> _Pass:
         used: dict[str, dict[str, int]] = {}
@@ -569,9 +642,11 @@ class Scheduler:
         return f"0/{total} nodes are available: {detail}."
 
     def _schedule_one(self, pod: JsonObject, state: _Pass) -> None:
+        self.attempts += 1
         placement = self._place(pod, state) or self._preempt(pod, state)
         if placement is None:
             self._unschedulable(pod, self._why_not(pod, state))
+            self._parked[uid_of(pod)] = _Parked.of(pod, self._timeline.now)
         else:
             self._bind(pod, placement)
             if not state.may_preempt:

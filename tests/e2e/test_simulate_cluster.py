@@ -152,6 +152,59 @@ def test_unschedulable_pods_get_the_condition_and_one_event() -> None:
     assert len(cluster.events("FailedScheduling")) == 1
 
 
+def _parked_cluster() -> Cluster:
+    """A full 2-CPU node (pod ``a``) and pod ``c`` parked as unschedulable."""
+    cluster = Cluster()
+    cluster.kube.create(NODES, make_node("n", cpu="2"))
+    cluster.kube.create(PODS, make_pod("a", cpu="2"), namespace="default")
+    cluster.settle()
+    cluster.kube.create(PODS, make_pod("c", cpu="1"), namespace="default")
+    cluster.settle()
+    assert cluster.bound() == {"a": "n"}
+    assert cluster.scheduler.attempts == 2
+    return cluster
+
+
+def test_an_unschedulable_pod_waits_for_an_event_that_may_let_it_fit() -> None:
+    cluster = _parked_cluster()
+    cluster.kube.create(PODS, make_pod("d", cpu="1"), namespace="default")
+    cluster.settle()
+    assert cluster.scheduler.attempts == 3  # d tried, c still parked
+    cluster.kube.patch_status(PODS, "a", {"status": {"phase": "Running"}}, namespace="default")
+    cluster.kube.merge_patch(
+        PODS, "d", {"metadata": {"annotations": {"x": "y"}}}, namespace="default"
+    )
+    cluster.settle()
+    assert cluster.scheduler.attempts == 3  # neither frees room nor changes c or d's spec
+    cluster.kube.delete(PODS, "a", namespace="default")
+    cluster.settle()
+    assert cluster.bound() == {"c": "n", "d": "n"}
+
+
+def test_a_finished_pod_a_new_node_or_a_changed_pod_unparks() -> None:
+    cluster = _parked_cluster()
+    cluster.kube.create(NODES, make_node("full", cpu="500m"))
+    cluster.settle()
+    assert cluster.scheduler.attempts == 3
+    cluster.kube.merge_patch(PODS, "c", {"metadata": {"labels": {"l": "v"}}}, namespace="default")
+    cluster.settle()
+    assert cluster.scheduler.attempts == 4
+    cluster.kube.patch_status(PODS, "a", {"status": {"phase": "Succeeded"}}, namespace="default")
+    cluster.settle()
+    assert cluster.bound() == {"a": "n", "c": "n"}
+
+
+def test_a_parked_pod_is_tried_again_after_five_minutes() -> None:
+    cluster = _parked_cluster()
+    start = cluster.timeline.now
+    cluster.settle(start + 299)
+    assert cluster.scheduler.attempts == 2
+    cluster.settle(start + 301)
+    assert cluster.scheduler.attempts == 3
+    cluster.settle(start + 602)
+    assert cluster.scheduler.attempts == 4
+
+
 def test_the_nominated_node_is_preferred() -> None:
     cluster = Cluster()
     for name in ("a-node", "b-node"):
