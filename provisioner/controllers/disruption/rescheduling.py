@@ -359,7 +359,11 @@ def simulate(
     sub = _without(snapshot, removed_nodes, removed_claims, pods, moving_keys)
     try:
         view = build_view(
-            sub, catalog.templates(), region=catalog.region, options_memo=catalog.options
+            sub,
+            catalog.templates(),
+            region=catalog.region,
+            options_memo=catalog.options,
+            derived_from=snapshot,
         )
         view = dataclasses.replace(view, leaving=_still_held(facts, removed_claims))
         choice = choose_flavors(

@@ -10,16 +10,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from provisioner.apis.core import (
-    TERMINAL_PHASES,
     DaemonSet,
     PersistentVolume,
     PersistentVolumeClaim,
     Pod,
     StorageClass,
-    is_terminal,
 )
 from provisioner.controllers.provisioning.offerings import OptionsMemo, PoolTemplate
 from provisioner.controllers.provisioning.reasons import UnavailablePool
+from provisioner.controllers.provisioning.viewpods import PodIndex, index_pods
 from provisioner.podgroups import ProvisioningContext, build_context
 from provisioner.state.statenode import StateNode
 
@@ -50,6 +49,9 @@ class ClusterView:
             (disruption candidates, interrupted or deleting nodes): nothing is placed on
             them, but their capacity counts against their NodePool's limits until they are
             gone, so a replacement never takes a NodePool above its limits.
+        pod_index: where the pods are (bound by node, pending), when the view's builder
+            knows; it is used only while it indexes this very ``pods`` object, and worked
+            out on first use otherwise.
     """
 
     pods: Sequence[Pod]
@@ -64,26 +66,23 @@ class ClusterView:
     unavailable: Sequence[UnavailablePool] = ()
     options_memo: OptionsMemo | None = field(default=None, compare=False, repr=False)
     leaving: Sequence[StateNode] = ()
+    pod_index: PodIndex | None = field(default=None, compare=False, repr=False)
 
     def pool(self, name: str) -> PoolTemplate | None:
         """The pool template called ``name``, if it is ready."""
         return next((p for p in self.pools if p.name == name), None)
 
-    def bound_pods(self) -> dict[str, list[Pod]]:
-        """Non-terminal pods bound to a node, by node name."""
-        result: dict[str, list[Pod]] = {}
-        for pod in self.pods:
-            node = pod.spec.node_name
-            if node and (pod.status is None or pod.status.phase not in TERMINAL_PHASES):
-                result.setdefault(node, []).append(pod)
-        return result
+    def _indexed(self) -> PodIndex:
+        index = self.pod_index
+        if index is None or index.pods is not self.pods:
+            index = index_pods(self.pods)
+            object.__setattr__(self, "pod_index", index)  # a cache of what ``pods`` holds
+        return index
 
-    def pending_pods(self) -> list[Pod]:
-        """Non-terminal pods not bound to a node, not being deleted."""
-        return [
-            pod
-            for pod in self.pods
-            if not pod.spec.node_name
-            and not is_terminal(pod)
-            and pod.metadata.deletion_timestamp is None
-        ]
+    def bound_pods(self) -> Mapping[str, Sequence[Pod]]:
+        """Non-terminal pods bound to a node, by node name (read-only)."""
+        return self._indexed().bound
+
+    def pending_pods(self) -> Sequence[Pod]:
+        """Non-terminal pods not bound to a node, not being deleted (read-only)."""
+        return self._indexed().pending

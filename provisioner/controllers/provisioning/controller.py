@@ -60,6 +60,12 @@ from provisioner.controllers.provisioning.requested import (
     CLAIM_PODS_ANNOTATION,
     requested,
 )
+from provisioner.controllers.provisioning.viewpods import (
+    ViewPods,
+    derive_view_pods,
+    view_pods,
+    with_extras,
+)
 from provisioner.controllers.statemetrics import OfferingGauges
 from provisioner.kube.errors import KubeApiError
 from provisioner.kube.protocol import JsonObject
@@ -181,6 +187,7 @@ def build_view(
     unavailable: Sequence[UnavailablePool] = (),
     extra_pods: Sequence[Pod] = (),
     options_memo: OptionsMemo | None = None,
+    derived_from: Snapshot | None = None,
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
@@ -190,24 +197,21 @@ def build_view(
     pending ones to plan, placeholders holding booked room; ``extra_pods`` are added pending.
     With ``ignore_preferences`` every pod loses its preferences; ``options_memo`` keeps the
     enumerated offerings for later views over the same pools and DaemonSets.
+
+    ``derived_from`` (with ``options_memo``) names the snapshot ``snapshot`` was made from by
+    replacing or leaving out some pods, keeping the others in order (a rescheduling
+    simulation's): the view's pods are then derived from that snapshot's, kept in the memo,
+    looking only at the pods that differ (the same view, built in time proportional to them).
     """
     context = build_context(snapshot.group_objects)
     asked = requested(snapshot, context)
-    pods: list[Pod] = []
-    target = {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
-    for key, pod in snapshot.pods.items():
-        if ignore_preferences:
-            pod = without_preferences(pod)  # noqa: PLW2901
-        node = target.get(key)
-        if node is not None and not pod.spec.node_name:
-            spec = pod.spec.model_copy(update={"node_name": node})
-            pods.append(pod.model_copy(update={"spec": spec}))
-        else:
-            pods.append(pod)
-    pods.extend(
+    viewed = _view_pods(snapshot, ignore_preferences, options_memo, derived_from)
+    extras = tuple(
         without_preferences(pod) if ignore_preferences else pod
         for pod in (*asked.placeholders, *asked.pending, *extra_pods)
     )
+    pods = (*viewed.pods, *extras) if extras else viewed.pods
+    index = with_extras(viewed.index, pods, extras)
     detector = None
     if options_memo is not None:
         detector = options_memo.detect
@@ -220,7 +224,8 @@ def build_view(
         detector=detector,
     )
     return ClusterView(
-        pods=tuple(pods),
+        pods=pods,
+        pod_index=index,
         nodes=tuple(snapshot.state_nodes.values()),
         pools=tuple(pools),
         daemonsets=tuple(snapshot.daemonsets.values()),
@@ -232,6 +237,32 @@ def build_view(
         unavailable=tuple(unavailable),
         options_memo=options_memo,
     )
+
+
+def _view_pods(
+    snapshot: Snapshot,
+    ignore_preferences: bool,
+    memo: OptionsMemo | None,
+    derived_from: Snapshot | None,
+) -> ViewPods:
+    """The snapshot's pods as :func:`build_view` shows them (derived when it can be)."""
+    target = _nomination_targets(snapshot)
+    if ignore_preferences:
+        return view_pods(snapshot.pods, target, without_preferences)
+    if memo is not None and derived_from is not None:
+        base, places = memo.base_pods(
+            derived_from,
+            lambda: view_pods(derived_from.pods, _nomination_targets(derived_from)),
+        )
+        derived = derive_view_pods(base, places, snapshot.pods, target)
+        if derived is not None:
+            return derived
+    return view_pods(snapshot.pods, target)
+
+
+def _nomination_targets(snapshot: Snapshot) -> dict[str, str]:
+    """The state node each nominated pod counts on, by pod key."""
+    return {pod: state.key for state in snapshot.state_nodes.values() for pod in state.nominated}
 
 
 InstanceTypeLookup = Callable[[NodePool], Sequence[InstanceType]]

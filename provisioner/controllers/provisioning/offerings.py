@@ -7,7 +7,7 @@ for pending pods after the DaemonSet pods that would land on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -17,6 +17,7 @@ from provisioner.apis.core import DaemonSet, Pod, Taint
 from provisioner.apis.nodepool import NodePool
 from provisioner.apis.podmemo import PerPod
 from provisioner.controllers.provisioning.podfacts import PodError, PodFacts, Signature, pod_facts
+from provisioner.controllers.provisioning.viewpods import Places, ViewPods
 from provisioner.podgroups import DetectionMemo
 from provisioner.scheduling.quantity import parse_quantity
 from provisioner.scheduling.requirements import Requirements
@@ -207,6 +208,7 @@ class OptionsMemo:
     """
 
     __slots__ = (
+        "_base",
         "_daemons",
         "_inputs",
         "_options",
@@ -231,6 +233,19 @@ class OptionsMemo:
         """The pending copy a rescheduling simulation makes of a displaced pod object."""
         self.derived: object = None
         """The planner's caches for the current offerings (None after each enumeration)."""
+        self._base: tuple[object, ViewPods, Places] | None = None
+
+    def base_pods(self, source: object, build: Callable[[], ViewPods]) -> tuple[ViewPods, Places]:
+        """The view pods of ``source`` (a snapshot), built by ``build`` once while it is the last.
+
+        The views of a pass's simulations are derived from its snapshot's.
+        """
+        held = self._base
+        if held is None or held[0] is not source:
+            built = build()
+            held = (source, built, built.places())
+            self._base = held
+        return held[1], held[2]
 
     def get(
         self, pools: Sequence[PoolTemplate], daemonsets: Sequence[DaemonSet], region: str
