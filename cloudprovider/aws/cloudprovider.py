@@ -40,6 +40,7 @@ from cloudprovider.aws.drift import (
     dynamic_drift,
     nodeclass_annotations,
     nodeclass_hash,
+    ready_in_status,
     restamp_nodeclass,
     static_drift,
 )
@@ -690,14 +691,13 @@ class AwsCloudProvider:
             return None
         if (reason := static_drift(nodeclass, claim.annotations)) is not None:
             return reason
-        resolved = self.resolver.resolve(nodeclass)
-        if not resolved.is_ready():
+        if nodeclass.status is None or not ready_in_status(nodeclass.status):
             return None
         instance = self.instances.get(self._instance_id(claim.provider_id))
         if instance is None:
             return None
         return dynamic_drift(
-            resolved,
+            nodeclass.status,
             image_id=claim.image_id or instance.image_id,
             subnet_id=instance.subnet_id,
             security_group_ids=frozenset(instance.security_group_ids),

@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from cloudprovider.aws.nodeclass import EC2NodeClass
-from cloudprovider.aws.nodeclassstatus import ResolvedNodeClass
+from cloudprovider.aws.nodeclass import EC2NodeClass, EC2NodeClassStatus
+from cloudprovider.aws.nodeclassstatus import CONDITION_READY
 from cloudprovider.protocol import DRIFT_AMI, DRIFT_NODECLASS, DRIFT_SECURITY_GROUP, DRIFT_SUBNET
 from provisioner.apis.labels import (
     ANNOTATION_EC2NODECLASS_HASH,
@@ -30,6 +30,7 @@ __all__ = [
     "dynamic_drift",
     "nodeclass_annotations",
     "nodeclass_hash",
+    "ready_in_status",
     "restamp_nodeclass",
     "static_drift",
 ]
@@ -90,18 +91,34 @@ def static_drift(nodeclass: EC2NodeClass, annotations: Mapping[str, str]) -> str
     return DRIFT_NODECLASS if recorded != nodeclass_hash(nodeclass) else None
 
 
+def ready_in_status(status: EC2NodeClassStatus) -> bool:
+    """Whether the status does not say the class is not Ready."""
+    ready = next((c for c in status.conditions or () if c.type == CONDITION_READY), None)
+    return ready is None or ready.status == "True"
+
+
 def dynamic_drift(
-    resolved: ResolvedNodeClass,
+    status: EC2NodeClassStatus,
     *,
     image_id: str,
     subnet_id: str,
     security_group_ids: frozenset[str],
 ) -> str | None:
-    """AMI, subnet or security-group drift of one instance (first found, in that order)."""
-    if resolved.amis and image_id and image_id not in {a.id for a in resolved.amis}:
+    """AMI, subnet or security-group drift of one instance (first found, in that order).
+
+    Judged against what the EC2NodeClass's status holds (the nodeclass controller keeps it
+    resolved), as Karpenter does; none while the class is not Ready, and a kind the status
+    lists nothing of is not judged.
+    """
+    if not ready_in_status(status):
+        return None
+    amis = {a.id for a in status.amis or ()}
+    if amis and image_id and image_id not in amis:
         return DRIFT_AMI
-    if resolved.subnets and subnet_id and subnet_id not in {s.id for s in resolved.subnets}:
+    subnets = {s.id for s in status.subnets or ()}
+    if subnets and subnet_id and subnet_id not in subnets:
         return DRIFT_SUBNET
-    if resolved.security_groups and security_group_ids != {g.id for g in resolved.security_groups}:
+    groups = {g.id for g in status.security_groups or ()}
+    if groups and security_group_ids != groups:
         return DRIFT_SECURITY_GROUP
     return None

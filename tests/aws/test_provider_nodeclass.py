@@ -9,6 +9,7 @@ import pytest
 
 from cloudprovider.aws.ami import UnsupportedAliasError, alias_parameters
 from cloudprovider.aws.instanceprofile import profile_name
+from cloudprovider.aws.nodeclass import EC2NodeClass
 from cloudprovider.aws.nodeclassstatus import ConditionState
 from cloudprovider.protocol import CloudNodeClaim
 from provisioner.apis.labels import ARCHITECTURE_ARM64, LABEL_ARCH, LABEL_INSTANCE_GPU_COUNT
@@ -173,6 +174,12 @@ def test_instance_profiles_of_deleted_nodeclasses_are_garbage_collected(aws: Aws
     assert aws.iam.list_instance_profiles()["InstanceProfiles"] == []
 
 
+def _resolved(aws: AwsEnv, nodeclass: EC2NodeClass) -> EC2NodeClass:
+    """The class with the status the nodeclass controller writes for it."""
+    status = aws.provider.resolver.resolve(nodeclass).to_status(datetime(2026, 1, 1, tzinfo=UTC))
+    return nodeclass.model_copy(update={"status": status})
+
+
 def _claim_view(aws: AwsEnv, claim: CloudNodeClaim) -> CloudNodeClaim:
     groups = [aws.security_group]
     aws.ec2.modify_instance_attribute(InstanceId=claim.instance_id, Groups=groups)
@@ -181,6 +188,7 @@ def _claim_view(aws: AwsEnv, claim: CloudNodeClaim) -> CloudNodeClaim:
 
 def test_no_drift_right_after_launch(aws: AwsEnv):
     claim = _claim_view(aws, aws.provider.create(make_request(capacity_types=("on-demand",))))
+    aws.nodeclasses.add(_resolved(aws, make_nodeclass()))
 
     assert aws.provider.is_drifted(claim) is None
 
@@ -194,7 +202,9 @@ def test_nodeclass_drift_when_the_static_spec_changes(aws: AwsEnv):
 
 def test_ami_drift_when_the_resolved_amis_change(aws: AwsEnv):
     claim = _claim_view(aws, aws.provider.create(make_request(capacity_types=("on-demand",))))
-    aws.nodeclasses.add(make_nodeclass(amiSelectorTerms=[{"id": AMI_ARM}], amiFamily="AL2023"))
+    aws.nodeclasses.add(
+        _resolved(aws, make_nodeclass(amiSelectorTerms=[{"id": AMI_ARM}], amiFamily="AL2023"))
+    )
 
     assert aws.provider.is_drifted(claim) in {"AMIDrift", "NodeClassDrift"}
     from dataclasses import replace  # noqa: PLC0415
@@ -205,9 +215,34 @@ def test_ami_drift_when_the_resolved_amis_change(aws: AwsEnv):
 def test_subnet_drift_when_the_subnet_is_no_longer_selected(aws: AwsEnv):
     claim = _claim_view(aws, aws.provider.create(make_request(capacity_types=("on-demand",))))
     others = [s for z, s in aws.subnets.items() if z != claim.zone]
-    aws.nodeclasses.add(make_nodeclass(subnetSelectorTerms=[{"id": s} for s in others]))
+    moved = make_nodeclass(subnetSelectorTerms=[{"id": s} for s in others])
+    stale = moved.model_copy(update={"status": _resolved(aws, make_nodeclass()).status})
+    aws.nodeclasses.add(stale)
+
+    assert aws.provider.is_drifted(claim) is None  # the status still lists the old subnets
+    aws.nodeclasses.add(_resolved(aws, moved))
 
     assert aws.provider.is_drifted(claim) == "SubnetDrift"
+
+
+def test_no_dynamic_drift_while_the_class_has_no_status_or_is_not_ready(aws: AwsEnv):
+    claim = _claim_view(aws, aws.provider.create(make_request(capacity_types=("on-demand",))))
+    others = [s for z, s in aws.subnets.items() if z != claim.zone]
+    moved = _resolved(aws, make_nodeclass(subnetSelectorTerms=[{"id": s} for s in others]))
+    assert moved.status is not None
+    not_ready = [
+        c.model_copy(update={"status": "False"}) if c.type == "Ready" else c
+        for c in moved.status.conditions or ()
+    ]
+    aws.nodeclasses.add(
+        moved.model_copy(
+            update={"status": moved.status.model_copy(update={"conditions": not_ready})}
+        )
+    )
+    assert aws.provider.is_drifted(claim) is None
+    aws.nodeclasses.add(moved.model_copy(update={"status": None}))
+
+    assert aws.provider.is_drifted(claim) is None
 
 
 def test_security_group_drift_when_the_groups_differ(aws: AwsEnv):
@@ -216,5 +251,6 @@ def test_security_group_drift_when_the_groups_differ(aws: AwsEnv):
         "GroupId"
     ]
     aws.ec2.modify_instance_attribute(InstanceId=claim.instance_id, Groups=[other])
+    aws.nodeclasses.add(_resolved(aws, make_nodeclass()))
 
     assert aws.provider.is_drifted(claim) == "SecurityGroupDrift"
