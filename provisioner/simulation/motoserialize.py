@@ -12,6 +12,7 @@ and picks values exactly as moto does, so every response serializes to the same 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -21,6 +22,8 @@ __all__ = ["MEMO_LIMIT", "memoized"]
 MEMO_LIMIT: Final = 50_000
 """Entries kept before the memo starts again (botocore caches its shapes, so a run's members
 number in the thousands; the limit only guards against shapes built afresh per request)."""
+
+_METHOD_NAMES: Final = "method_names_from_class"
 
 _Key = tuple[type, tuple[type, ...], type, str, int, int]
 _Entry = tuple[object, object, tuple[str, ...]]
@@ -67,12 +70,20 @@ def _picker(memo: dict[_Key, _Entry]) -> Callable[[Any, Any], Any]:
 
 @contextmanager
 def memoized() -> Iterator[None]:
-    """Serialize moto responses with memoized candidate names while the block runs."""
-    from moto.core.serialize import AttributePicker  # noqa: PLC0415 - moto is heavy
+    """Serialize moto responses with memoized candidate names while the block runs.
+
+    Also lists each response class's method names once: moto lists them (``inspect.getmembers``
+    over the class) on every request to find the action's handler.
+    """
+    from moto.core import responses  # noqa: PLC0415 - moto is heavy
+    from moto.core.serialize import AttributePicker  # noqa: PLC0415
 
     original = AttributePicker.__call__
+    names = getattr(responses, _METHOD_NAMES)
     setattr(AttributePicker, "__call__", _picker({}))  # noqa: B010 - a method replaced for a while
+    setattr(responses, _METHOD_NAMES, functools.cache(names))
     try:
         yield
     finally:
         setattr(AttributePicker, "__call__", original)  # noqa: B010
+        setattr(responses, _METHOD_NAMES, names)

@@ -105,3 +105,18 @@ def test_candidates_are_kept_per_object_class_member_and_shape(
             assert pick({"ImageId": "ami-1"}, "ImageId", owner_id) == "ami-1"  # by key
             assert pick(Fleet("f-1"), "InstanceId", instance_id) == "f-1"  # by parent shape
             assert pick(Fleet("f-1"), "InstanceId", owner_id) is None
+
+
+def test_method_names_are_listed_once_per_class_while_memoized() -> None:
+    from moto.core import responses  # noqa: PLC0415
+    from moto.ec2.responses import EC2Response  # noqa: PLC0415
+
+    name = "method_names_from_class"
+    original = getattr(responses, name)
+    with memoized():
+        cached = getattr(responses, name)
+        assert cached is not original
+        assert cached(EC2Response) == original(EC2Response)
+        assert "describe_instances" in cached(EC2Response)
+        assert cached(EC2Response) is cached(EC2Response)
+    assert getattr(responses, name) is original
