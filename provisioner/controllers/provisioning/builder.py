@@ -902,7 +902,7 @@ class _TopologyContext:
     """What topology constraints are computed from."""
 
     pending: Sequence[_Pending]
-    bound: Sequence[tuple[str, Pod]]
+    bound: Mapping[str, Sequence[Pod]]
     node_zone: Mapping[str, str]
     allowed: Mapping[str, frozenset[str]]
     options: Mapping[str, Option]
@@ -930,7 +930,7 @@ def _topology(  # noqa: PLR0917 - private, called once
     """
     context = _TopologyContext(
         pending=pending,
-        bound=[(node, pod) for node, pods in bound.items() for pod in pods],
+        bound=bound,
         node_zone={n.key: n.zone for n in view.nodes},
         allowed=allowed,
         options=options,
@@ -1129,19 +1129,21 @@ def _selected(
 
 
 def _bound_counts(
-    bound: Sequence[tuple[str, Pod]],
+    bound: Mapping[str, Sequence[Pod]],
     namespaces: Iterable[str],
     selector: SelectorKey,
     node_zone: Mapping[str, str] | None,
 ) -> dict[str, int]:
     spaces = set(namespaces)
     counts: dict[str, int] = defaultdict(int)
-    for node, pod in bound:
-        if (pod.metadata.namespace or "default") in spaces and selector_matches(
-            selector, pod.metadata.labels
-        ):
-            domain = node_zone.get(node, "") if node_zone is not None else node
-            if domain:
+    for node, pods in bound.items():
+        domain = node_zone.get(node, "") if node_zone is not None else node
+        if not domain:
+            continue
+        for pod in pods:
+            if (pod.metadata.namespace or "default") in spaces and selector_matches(
+                selector, pod.metadata.labels
+            ):
                 counts[domain] += 1
     return dict(counts)
 
