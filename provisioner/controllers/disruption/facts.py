@@ -240,6 +240,7 @@ class ClusterFacts:
     _members: dict[GangKey, tuple[str, ...]] = field(default_factory=dict)
     _node_of_pod: dict[str, str] | None = None
     _pods_on: dict[str, list[str]] | None = None
+    _positions: dict[str, int] | None = None
     _pdbs: PdbLimits | None = None
 
     @classmethod
@@ -304,6 +305,13 @@ class ClusterFacts:
                 if pod.spec.node_name:
                     self._pods_on.setdefault(pod.spec.node_name, []).append(key)
         return self._pods_on.get(node, [])
+
+    def in_snapshot_order(self, keys: Iterable[str]) -> list[str]:
+        """Those of ``keys`` that are snapshot pods, in snapshot order (indexed on first use)."""
+        if self._positions is None:
+            self._positions = {key: i for i, key in enumerate(self.snapshot.pods)}
+        positions = self._positions
+        return sorted((key for key in keys if key in positions), key=positions.__getitem__)
 
     @property
     def pdbs(self) -> PdbLimits:

@@ -346,7 +346,7 @@ def simulate(
     }
     required_nodes = {s.name for s in removed if s.name}
     moving_keys = {p.key for p in moving}
-    pods, displaced = _split(
+    pods, displaced, touched = _split(
         facts,
         catalog.options,
         removed_nodes=removed_nodes,
@@ -364,6 +364,7 @@ def simulate(
             region=catalog.region,
             options_memo=catalog.options,
             derived_from=snapshot,
+            touched=touched,
         )
         view = dataclasses.replace(view, leaving=_still_held(facts, removed_claims))
         choice = choose_flavors(
@@ -388,13 +389,14 @@ def _split(
     required_nodes: Collection[str],
     moving_keys: Collection[str],
     pending: bool,
-) -> tuple[dict[str, Pod], dict[str, Pod]]:
-    """The simulation's pods (snapshot order) and the displaced ones, by key.
+) -> tuple[dict[str, Pod], dict[str, Pod], list[str] | None]:
+    """The simulation's pods (snapshot order), the displaced ones, by key, and the touched keys.
 
     The pods of the removed nodes and the moving ones become pending copies (the same copy
     in every simulation of the pass, so what is read from it is read once); those that cannot
     be rescheduled are left out. With ``pending`` every other pod stays as it is, so only the
-    removed nodes' pods are looked at.
+    removed nodes' pods are looked at, and they are the only ones that can differ from the
+    snapshot's (the touched keys; None without ``pending``).
     """
     snapshot = facts.snapshot
     displaced: dict[str, Pod] = {}
@@ -403,7 +405,7 @@ def _split(
         for node in removed_nodes:
             touched.update(facts.pods_on(node))
         pods = dict(snapshot.pods)
-        keys = [key for key in snapshot.pods if key in touched]
+        keys = facts.in_snapshot_order(touched)
     else:
         pods, keys = {}, list(snapshot.pods)
     for key in keys:
@@ -422,7 +424,7 @@ def _split(
         if not pending and not node and key not in snapshot.nominations:
             continue
         pods[key] = pod
-    return pods, displaced
+    return pods, displaced, keys if pending else None
 
 
 def _for_consolidation(simulation: Simulation) -> tuple[bool, int, float]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -188,6 +188,7 @@ def build_view(
     extra_pods: Sequence[Pod] = (),
     options_memo: OptionsMemo | None = None,
     derived_from: Snapshot | None = None,
+    touched: Collection[str] | None = None,
 ) -> ClusterView:
     """The planner's view of a cache snapshot.
 
@@ -201,11 +202,12 @@ def build_view(
     ``derived_from`` (with ``options_memo``) names the snapshot ``snapshot`` was made from by
     replacing or leaving out some pods, keeping the others in order (a rescheduling
     simulation's): the view's pods are then derived from that snapshot's, kept in the memo,
-    looking only at the pods that differ (the same view, built in time proportional to them).
+    looking only at the pods that differ (the same view, built in time proportional to them);
+    ``touched``, when known, holds every key whose pod was replaced or left out.
     """
     context = build_context(snapshot.group_objects)
     asked = requested(snapshot, context)
-    viewed = _view_pods(snapshot, ignore_preferences, options_memo, derived_from)
+    viewed = _view_pods(snapshot, ignore_preferences, options_memo, (derived_from, touched))
     extras = tuple(
         without_preferences(pod) if ignore_preferences else pod
         for pod in (*asked.placeholders, *asked.pending, *extra_pods)
@@ -243,9 +245,10 @@ def _view_pods(
     snapshot: Snapshot,
     ignore_preferences: bool,
     memo: OptionsMemo | None,
-    derived_from: Snapshot | None,
+    derivation: tuple[Snapshot | None, Collection[str] | None],
 ) -> ViewPods:
     """The snapshot's pods as :func:`build_view` shows them (derived when it can be)."""
+    derived_from, touched = derivation
     target = _nomination_targets(snapshot)
     if ignore_preferences:
         return view_pods(snapshot.pods, target, without_preferences)
@@ -254,7 +257,7 @@ def _view_pods(
             derived_from,
             lambda: view_pods(derived_from.pods, _nomination_targets(derived_from)),
         )
-        derived = derive_view_pods(base, places, snapshot.pods, target)
+        derived = derive_view_pods(base, places, snapshot.pods, target, touched)
         if derived is not None:
             return derived
     return view_pods(snapshot.pods, target)

@@ -11,7 +11,7 @@ gives, so a simulation no longer walks every pod of the cluster three times.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from provisioner.apis.core import TERMINAL_PHASES, Pod
@@ -89,23 +89,21 @@ class ViewPods:
     """A snapshot's pods as a view has them, with what deriving another view needs.
 
     Attributes:
-        source: the snapshot's pods (by key) these were read from.
+        source: the snapshot's pods (by key) these were read from, in their order.
         target: the state node each nominated pod counts on, by pod key.
-        pods: the view's pods, in the snapshot's order.
-        keys: their keys, in the same order.
+        pods: the view's pods, in the same order.
         index: where they are (:class:`PodIndex` of ``pods``).
     """
 
     source: Mapping[str, Pod]
     target: Mapping[str, str]
     pods: tuple[Pod, ...]
-    keys: tuple[str, ...]
     index: PodIndex
 
     def places(self) -> Places:
         """Where each of :attr:`pods` is (for :func:`derive_view_pods`)."""
         return Places(
-            {key: i for i, key in enumerate(self.keys)},
+            {key: i for i, key in enumerate(self.source)},
             {id(pod): i for i, pod in enumerate(self.pods)},
         )
 
@@ -131,9 +129,8 @@ def view_pods(
     source: Mapping[str, Pod], target: Mapping[str, str], rewrite: Rewrite | None = None
 ) -> ViewPods:
     """The view of ``source``: nominated pods (``target``) bound to their state node."""
-    keys = tuple(source)
-    pods = tuple(_as_viewed(source[key], key, target, rewrite) for key in keys)
-    return ViewPods(source, dict(target), pods, keys, index_pods(pods))
+    pods = tuple(_as_viewed(pod, key, target, rewrite) for key, pod in source.items())
+    return ViewPods(source, dict(target), pods, index_pods(pods))
 
 
 def derive_view_pods(
@@ -141,14 +138,17 @@ def derive_view_pods(
     places: Places,
     source: Mapping[str, Pod],
     target: Mapping[str, str],
+    touched: Collection[str] | None = None,
 ) -> ViewPods | None:
     """``view_pods(source, target)`` built from ``base`` (None when it cannot be).
 
     ``source`` must hold only keys of ``base.source``, in the same relative order (a
     simulation's pods: the snapshot's, some replaced, some left out); ``places`` is
     ``base.places()``. Only the pods whose object or nomination differs are looked at.
+    ``touched``, when the caller knows it, holds every key whose pod was replaced or left
+    out (others may be in it too); without it every pod is compared with the base's.
     """
-    changes = _changes(base, source, target)
+    changes = _changes(base, source, target, touched)
     if changes is None:
         return None
     changed, gone = changes
@@ -187,9 +187,8 @@ def derive_view_pods(
         pending.sort(key=place)
     for at in sorted((places.by_key[key] for key in gone), reverse=True):
         del pods[at]
-    keys = tuple(key for key in base.keys if key in source) if gone else base.keys
     viewed = tuple(pods)
-    return ViewPods(source, dict(target), viewed, keys, PodIndex(viewed, bound, pending))
+    return ViewPods(source, dict(target), viewed, PodIndex(viewed, bound, pending))
 
 
 def _take_out(bound: dict[str, Sequence[Pod]], leaving: Mapping[str, set[int]]) -> None:
@@ -203,17 +202,28 @@ def _take_out(bound: dict[str, Sequence[Pod]], leaving: Mapping[str, set[int]]) 
 
 
 def _changes(
-    base: ViewPods, source: Mapping[str, Pod], target: Mapping[str, str]
+    base: ViewPods,
+    source: Mapping[str, Pod],
+    target: Mapping[str, str],
+    touched: Collection[str] | None,
 ) -> tuple[set[str], list[str]] | None:
     """The keys whose pod or nomination differs from ``base`` (the gone ones too), and the gone.
 
     None when ``source`` has a pod ``base`` does not.
     """
     old = base.source
-    changed = {key for key, pod in source.items() if old.get(key) is not pod}
-    if any(key not in old for key in changed):
-        return None
-    gone = [key for key in base.keys if key not in source] if len(source) < len(old) else []
+    if touched is None:
+        changed = {key for key, pod in source.items() if old.get(key) is not pod}
+        if any(key not in old for key in changed):
+            return None
+        gone = [key for key in old if key not in source] if len(source) < len(old) else []
+    else:
+        changed = {key for key in touched if key in old or key in source}
+        if any(key not in old for key in changed):
+            return None
+        gone = [key for key in changed if key not in source]
+        if len(source) != len(old) - len(gone):
+            return None  # ``touched`` missed a pod that came or went
     changed.update(gone)
     changed.update(
         key

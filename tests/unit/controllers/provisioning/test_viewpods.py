@@ -50,7 +50,7 @@ def _pending_copy(pod: Pod) -> Pod:
 
 def _same(derived: ViewPods, fresh: ViewPods) -> None:
     assert derived.pods == fresh.pods
-    assert derived.keys == fresh.keys
+    assert list(derived.source) == list(fresh.source)
     assert {k: list(v) for k, v in derived.index.bound.items()} == {
         k: list(v) for k, v in fresh.index.bound.items()
     }
@@ -66,21 +66,26 @@ def _same(derived: ViewPods, fresh: ViewPods) -> None:
         max_size=8,
     ),
     claim=st.sampled_from([None, *CLAIMS]),
+    extra=st.lists(st.integers(0, 30), max_size=4),
 )
 def test_a_derived_view_equals_one_read_afresh(
     pods: list[tuple[str, str, bool, str | None]],
     edits: list[tuple[int, str]],
     claim: str | None,
+    extra: list[int],
 ) -> None:
+    """Also when the caller names the touched keys (with some untouched or unknown ones)."""
     source = {f"ns/p{i}": _pod(i, *spec[:3]) for i, spec in enumerate(pods)}
     target = {f"ns/p{i}": spec[3] for i, spec in enumerate(pods) if spec[3] is not None}
     base = view_pods(source, target)
     changed = dict(source)
     new_target = dict(target)
+    touched = {f"ns/p{i}" for i in extra}
     for at, edit in edits:
         key = f"ns/p{at}"
         if key not in changed:
             continue
+        touched.add(key)
         if edit == "pending":
             changed[key] = _pending_copy(changed[key])
         elif edit == "gone":
@@ -90,9 +95,18 @@ def test_a_derived_view_equals_one_read_afresh(
             new_target.pop(key, None)
         else:
             new_target[key] = claim
-    derived = derive_view_pods(base, base.places(), changed, new_target)
-    assert derived is not None
-    _same(derived, view_pods(changed, new_target))
+    fresh = view_pods(changed, new_target)
+    for hint in (None, touched):
+        derived = derive_view_pods(base, base.places(), changed, new_target, hint)
+        assert derived is not None
+        _same(derived, fresh)
+
+
+def test_touched_keys_that_miss_a_change_are_not_trusted() -> None:
+    source = {f"ns/p{i}": _pod(i, "n1", "Running", False) for i in range(3)}
+    base = view_pods(source, {})
+    fewer = {k: v for k, v in source.items() if k != "ns/p1"}
+    assert derive_view_pods(base, base.places(), fewer, {}, touched=["ns/p0"]) is None
 
 
 def test_a_pod_the_base_does_not_have_is_read_afresh() -> None:
