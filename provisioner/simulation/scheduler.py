@@ -367,6 +367,7 @@ class Scheduler:
             ),
         )
         if not pending:
+            self._arm_retry()
             return
         state = self._state(pods)
         self._note_priorities(state, pods, classes, default)
@@ -389,6 +390,10 @@ class Scheduler:
         if self._shared_bound:
             self._shared_bound = False
             self._reconcile_reservations(self._kube.view(PODS))
+        self._arm_retry()
+
+    def _arm_retry(self) -> None:
+        """Make sure a pass runs when the longest-parked pod has waited its time."""
         if self._parked:
             oldest = min(parked.since for parked in self._parked.values())
             self._timeline.schedule(

@@ -205,6 +205,19 @@ def test_a_parked_pod_is_tried_again_after_five_minutes() -> None:
     assert cluster.scheduler.attempts == 4
 
 
+def test_a_pod_parked_again_after_an_event_is_retried_five_minutes_later() -> None:
+    cluster = _parked_cluster()
+    start = cluster.timeline.now
+    cluster.settle(start + 100)
+    cluster.kube.create(NODES, make_node("full", cpu="500m"))  # unparks: c tried again
+    cluster.settle(start + 100)
+    assert cluster.scheduler.attempts == 3
+    cluster.settle(start + 399)
+    assert cluster.scheduler.attempts == 3
+    cluster.settle(start + 401)
+    assert cluster.scheduler.attempts == 4
+
+
 def test_the_nominated_node_is_preferred() -> None:
     cluster = Cluster()
     for name in ("a-node", "b-node"):
