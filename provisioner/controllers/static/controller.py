@@ -60,6 +60,11 @@ class StaticCapacityController(ControllerBase):
         """Converge the NodePool ``request.name``."""
         if not self._state.synced:
             return Result.after(timedelta(seconds=1))
+        entry = self._state.nodepool(request.name)
+        if entry is None or entry.nodepool is None or not entry.nodepool.is_static:
+            # a dynamic (or malformed, or gone) NodePool: nothing to converge, and a snapshot
+            # joins every node and pod; its next change brings the NodePool back here
+            return Result.done()
         now = self._clock.now()
         snapshot = self._state.snapshot(now)
         pool = next((p for p in static_pools(snapshot) if p.nodepool.name == request.name), None)

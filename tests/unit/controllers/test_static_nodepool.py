@@ -20,6 +20,7 @@ from provisioner.controllers.provisioning.static import (
     scale_down_candidates,
 )
 from provisioner.kube.resource import NODE_CLAIMS, NODE_POOLS, PODS
+from provisioner.runtime.reconciler import Request
 from tests.unit.controllers.harness import Harness, nodepool, pending_pod
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
@@ -85,6 +86,26 @@ def test_limits_nodes_caps_a_static_nodepool() -> None:
     h.run(5)
     assert len(live(h)) == 2
     assert h.logs("nodepool node limit reached")
+
+
+def test_a_dynamic_nodepool_is_left_alone_until_it_turns_static(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness()
+    h.create(NODE_POOLS, nodepool("static"))
+    h.run(5)
+    snapshots: list[object] = []
+    original = h.manager.state.snapshot
+    monkeypatch.setattr(
+        h.manager.state, "snapshot", lambda *a, **k: snapshots.append(a) or original(*a, **k)
+    )
+    assert h.manager.static.reconcile(Request(name="static")).requeue_after is None
+    assert snapshots == []  # no join of every node and pod for a dynamic pool
+    assert live(h) == []
+    h.kube.merge_patch(NODE_POOLS, "static", {"spec": {"replicas": 2}})
+    h.run(5)
+    assert len(live(h)) == 2
+    assert snapshots
 
 
 def test_scaling_replicas_down_deletes_the_surplus() -> None:
