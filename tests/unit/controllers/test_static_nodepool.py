@@ -96,9 +96,12 @@ def test_a_dynamic_nodepool_is_left_alone_until_it_turns_static(
     h.run(5)
     snapshots: list[object] = []
     original = h.manager.state.snapshot
-    monkeypatch.setattr(
-        h.manager.state, "snapshot", lambda *a, **k: snapshots.append(a) or original(*a, **k)
-    )
+
+    def snapshot(*args: Any, **kwargs: Any) -> Any:
+        snapshots.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(h.manager.state, "snapshot", snapshot)
     assert h.manager.static.reconcile(Request(name="static")).requeue_after is None
     assert snapshots == []  # no join of every node and pod for a dynamic pool
     assert live(h) == []
