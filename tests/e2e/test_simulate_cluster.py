@@ -194,15 +194,18 @@ def test_a_finished_pod_a_new_node_or_a_changed_pod_unparks() -> None:
     assert cluster.bound() == {"a": "n", "c": "n"}
 
 
+def _attempts_at(cluster: Cluster, start: float, *offsets: float) -> list[int]:
+    """The scheduler's attempt count after settling at each ``start + offset``, in turn."""
+    counts = []
+    for offset in offsets:
+        cluster.settle(start + offset)
+        counts.append(cluster.scheduler.attempts)
+    return counts
+
+
 def test_a_parked_pod_is_tried_again_after_five_minutes() -> None:
     cluster = _parked_cluster()
-    start = cluster.timeline.now
-    cluster.settle(start + 299)
-    assert cluster.scheduler.attempts == 2
-    cluster.settle(start + 301)
-    assert cluster.scheduler.attempts == 3
-    cluster.settle(start + 602)
-    assert cluster.scheduler.attempts == 4
+    assert _attempts_at(cluster, cluster.timeline.now, 299, 301, 602) == [2, 3, 4]
 
 
 def test_a_pod_parked_again_after_an_event_is_retried_five_minutes_later() -> None:
@@ -210,12 +213,7 @@ def test_a_pod_parked_again_after_an_event_is_retried_five_minutes_later() -> No
     start = cluster.timeline.now
     cluster.settle(start + 100)
     cluster.kube.create(NODES, make_node("full", cpu="500m"))  # unparks: c tried again
-    cluster.settle(start + 100)
-    assert cluster.scheduler.attempts == 3
-    cluster.settle(start + 399)
-    assert cluster.scheduler.attempts == 3
-    cluster.settle(start + 401)
-    assert cluster.scheduler.attempts == 4
+    assert _attempts_at(cluster, start, 100, 399, 401) == [3, 3, 4]
 
 
 def test_the_nominated_node_is_preferred() -> None:
