@@ -1,6 +1,6 @@
 """Local search on a plan's new bins: empty bins into others, consolidate sets.
 
-Rounding an LP or packing greedily leaves room on many bins. Four moves turn that room into
+Rounding an LP or packing greedily leaves room on many bins. Five moves turn that room into
 savings, the way Karpenter's consolidation would after the fact, but before anything is bought:
 
 * **empty**: move every pod of a bin onto other new bins of its zone and pool, then drop it;
@@ -13,7 +13,9 @@ savings, the way Karpenter's consolidation would after the fact, but before anyt
   This is what packs pods that must keep apart (hostname anti-affinity and spread), where
   no two bins may merge: the others' pods join them instead;
 * **swap**: trade a pod of a bin for a smaller one of another bin of its zone and pool that
-  has room for it, when the first bin then fits a cheaper offering (``_Swaps``).
+  has room for it, when the first bin then fits a cheaper offering (``_Swaps``);
+* **shed**: move pods of a bin one by one into the room other bins of its zone and pool have
+  left, until it fits a cheaper offering (``_Shed``).
 
 All keep every bin in its zone and pool, and pods in their pool, so pool weights stay as they
 were, and pods under zonal rules (spreads, affinities, co-location on zone; gang members) in
@@ -32,8 +34,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -168,6 +171,10 @@ class _Rules:
             self._count(b, c, 1)
             added += 1
         return added
+
+    def put_back(self, b: _Bin, c: PodClass, n: int) -> None:
+        """Return ``n`` pods of ``c`` to ``b``, where they were (no rule to check)."""
+        self._count(b, c, n)
 
     def _count(self, b: _Bin, c: PodClass, n: int) -> None:
         b.counts[c.key] += n
@@ -340,6 +347,12 @@ class _Domain:
         if self.growth is not None:
             self.growth.refresh(i, self.bins[i])
 
+    def takers(self, c: PodClass, i: int) -> list[int]:
+        """Return the live bins but ``i`` whose room, caps and offering take a pod of ``c``."""
+        fits = (self.free >= self._need(c)).all(axis=1) & self.alive & self._allowed(c)
+        fits[i] = False
+        return [int(j) for j in np.flatnonzero(fits)]
+
     def empty(self, i: int) -> bool:
         """Move every pod of bin ``i`` onto the others (fullest first); undo all if one stays."""
         rules, donor = self.rules, self.bins[i]
@@ -349,10 +362,8 @@ class _Domain:
         # carriers last, so their targets may already have arrived
         for key, n in sorted(donor.counts.items(), key=lambda kn: (kn[0] in rules.needs, kn[0])):
             c = rules.classes[key]
-            fits = (self.free >= self._need(c)).all(axis=1) & self.alive & self._allowed(c)
-            fits[i] = False
             left = n
-            for j in np.flatnonzero(fits).tolist():
+            for j in self.takers(c, i):
                 b = self.bins[j]
                 before = [d.get(key, 0) for d in b.devices]
                 got = rules.add(b, c, left)
@@ -698,6 +709,140 @@ class _Swaps:
         )
 
 
+_SHED_TRIES = 4
+"""Cheaper offerings ``_Shed.run`` tries for one bin, dearest (the smallest step) first."""
+_SHEDS_PER_BIN = 8
+"""Times in a row one bin may shed pods to shrink again."""
+
+
+class _Shed:
+    """Move pods off a bin into the room others of its domain have left, so it gets cheaper.
+
+    The bin moves to a cheaper offering; the bins that take its pods keep theirs. Greedy
+    plans and roundings leave a little room on many bins and a few large bins holding pods
+    free to go anywhere in their zone; those pods fill the room and the large bins shrink.
+    Fractions and one-bin groups stay; a co-location target stays while a carrier on its bin
+    has no other; ``_Rules.add`` keeps hostname caps and carriers' targets on the bins pods
+    join.
+    """
+
+    def __init__(self, domain: _Domain, ledger: _Ledger) -> None:
+        self.d, self.ledger = domain, ledger
+        rules, o = domain.rules, domain.offerings
+        self.cap, self.price = o.cap, o.price
+        self.targets = rules.tracked - set(rules.caps) - rules.one_bin
+        self.demand: dict[str, npt.NDArray[np.int64]] = {}
+        self.allowed: dict[str, npt.NDArray[np.bool_]] = {}
+        for b in domain.bins:
+            for k in b.counts:
+                if k not in self.demand:
+                    c = rules.classes[k]
+                    self.demand[k] = np.array(
+                        [c.demand.get(r, 0) for r in domain.names], dtype=np.int64
+                    )
+                    self.allowed[k] = o.mask(c.allowed_bin_types)
+
+    def _may_go(self, key: str) -> bool:
+        c = self.d.rules.classes[key]
+        return not c.gpu_fraction_milli and not (c.topology & self.d.rules.one_bin)
+
+    def _may_leave(self, b: _Bin, key: str) -> bool:
+        """Return whether one pod of ``key`` may leave ``b`` (no carrier loses its target)."""
+        needs = self.d.rules.needs
+        for g in self.d.rules.classes[key].topology & self.targets:
+            if b.group[g] <= 1 and any(g in needs.get(k, ()) for k in b.counts):
+                return False
+        return True
+
+    def run(self, i: int) -> bool:
+        """Move bin ``i`` to a cheaper offering, moving out what it no longer holds."""
+        d, donor = self.d, self.d.bins[i]
+        w = int(np.searchsorted(self.price, donor.t.price_micros))
+        if not d.alive[i] or donor.load or w == 0:
+            return False
+        movable = [k for k in donor.counts if self._may_go(k)]
+        if not movable:
+            return False
+        used = np.array([donor.used[r] for r in d.names], dtype=np.int64)
+        out = sum(self.demand[k] * donor.counts[k] for k in movable)
+        allowed = np.ones(w, dtype=np.bool_)
+        for k in donor.counts:
+            allowed &= self.allowed[k][:w]
+        holds = allowed & (self.cap[:w] >= used - out).all(axis=1)
+        # the smallest step down first: it needs the fewest moves; ``run`` again goes further
+        for o in np.flatnonzero(holds)[::-1][:_SHED_TRIES].tolist():
+            moves = self._shed(i, np.maximum(used - self.cap[o], 0), movable)
+            if moves is None:
+                continue
+            cheaper = d.offerings.list[o]
+            if self.ledger.retype([(donor.t, cheaper)]):
+                d.retype(i, cheaper)
+                d.refresh(i)
+                return True
+            self._undo(i, moves)
+        return False
+
+    def _shed(
+        self, i: int, excess: npt.NDArray[np.int64], movable: list[str]
+    ) -> list[_Move] | None:
+        """Move pods of ``movable`` classes off bin ``i`` until ``excess`` is gone.
+
+        Returns the moves, or None (and nothing moved) when the rest cannot go anywhere.
+        """
+        d, rules = self.d, self.d.rules
+        donor = d.bins[i]
+        # a few resources: plain ints beat numpy's per-call cost here
+        left = [int(x) for x in excess]
+        scale = [max(x, 1) for x in left]
+        sizes = {k: tuple(int(x) for x in self.demand[k]) for k in movable}
+        moves: list[_Move] = []
+        stuck: set[str] = set()
+        while any(x > 0 for x in left):
+            best: tuple[float, int, str] | None = None
+            for k in movable:
+                if k in stuck or not donor.counts.get(k):
+                    continue
+                dem = sizes[k]
+                score = sum(
+                    min(v, x) / s for v, x, s in zip(dem, left, scale, strict=True) if x > 0
+                )
+                # the most of what is left, then the smallest pod (the others' room is short)
+                if score > 0 and (best is None or (score, -sum(dem)) > best[:2]):
+                    best = (score, -sum(dem), k)
+            if best is None:
+                self._undo(i, moves)
+                return None
+            key = best[2]
+            c = rules.classes[key]
+            target = None
+            if self._may_leave(donor, key):
+                target = next((j for j in d.takers(c, i) if rules.add(d.bins[j], c, 1)), None)
+            if target is None:
+                stuck.add(key)
+                continue
+            rules.remove(donor, key, 1, None)
+            moves.append(_Move(target, key, 1, None))
+            d.refresh(target)
+            left = [x - v for x, v in zip(left, sizes[key], strict=True)]
+        return moves
+
+    def _undo(self, i: int, moves: list[_Move]) -> None:
+        rules, donor = self.d.rules, self.d.bins[i]
+        for m in reversed(moves):
+            rules.remove(self.d.bins[m.target], m.key, m.count, m.devices)
+            rules.put_back(donor, rules.classes[m.key], m.count)
+            self.d.refresh(m.target)
+        self.d.refresh(i)
+
+
+class _Shrinker(Protocol):
+    """A move that makes one bin of a domain cheaper (``_Swaps``, ``_Shed``)."""
+
+    def run(self, i: int) -> bool:
+        """Make bin ``i`` cheaper if it can; return whether it did."""
+        ...
+
+
 _PAIR = 2
 
 
@@ -961,8 +1106,9 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
     Per zone and pool: bins are emptied into the room of others, then (per pool) into others
     moved to larger offerings where that costs less than the emptied bin
     (``_Domain.empty_growing``), then sets of bins are consolidated, then pods are swapped so
-    bins shrink (``_Swaps``); each move in every domain before the next, so the cheaper moves
-    are done when the deadline comes.
+    bins shrink (``_Swaps``), then bins shed pods into the others' room to shrink (``_Shed``);
+    each move in every domain before the next, so the cheaper moves are done when the
+    deadline comes.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
@@ -979,6 +1125,8 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
         changed |= search.consolidate(key, members)
     for key, members in search.domains.items():
         changed |= search.swap(key, members)
+    for key, members in search.domains.items():
+        changed |= search.shed(key, members)
     if not changed:
         return plan
     alive = [b for b in search.bins if b.alive]
@@ -1034,16 +1182,30 @@ class _Search:
 
     def swap(self, key: tuple[str, str], members: list[_Bin]) -> bool:
         """Swap pods between the domain's live bins so that bins move to cheaper offerings."""
+        return self._shrink(key, members, lambda d: _Swaps(d, self.ledger), _SWAPS_PER_BIN)
+
+    def shed(self, key: tuple[str, str], members: list[_Bin]) -> bool:
+        """Move pods into the room of the domain's live bins so that others shrink."""
+        return self._shrink(key, members, lambda d: _Shed(d, self.ledger), _SHEDS_PER_BIN)
+
+    def _shrink(
+        self,
+        key: tuple[str, str],
+        members: list[_Bin],
+        mover: Callable[[_Domain], _Shrinker],
+        times: int,
+    ) -> bool:
+        """Let ``mover`` make each live bin of the domain cheaper, up to ``times`` in a row."""
         alive = [b for b in members if b.alive]
         if len(alive) < _PAIR or self._late():
             return False
         domain = _Domain(self.rules, alive, self.names, self.offerings.get(key, []))
-        swaps = _Swaps(domain, self.ledger)
+        move = mover(domain)
         changed = False
         # dearest first: they have the most to save
         for i in sorted(range(len(domain.bins)), key=lambda i: -domain.bins[i].t.price_micros):
-            for _ in range(_SWAPS_PER_BIN):
-                if self._late() or not swaps.run(i):
+            for _ in range(times):
+                if self._late() or not move.run(i):
                     break
                 changed = True
         return changed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 from hypothesis import assume, given, settings
@@ -22,6 +23,7 @@ from solver.problem import (
     Solution,
     SpreadConstraint,
     Status,
+    TopologyConstraint,
     TopologyKey,
 )
 from solver.validate import cost, violations
@@ -322,6 +324,74 @@ def test_swaps_keep_max_count() -> None:
     p = _swap_problem(t1_max=0)
     start = _plan(p, [("t2", {"a": 1}), ("t3", {"b": 1, "c": 1})])
     assert improve(p, start) is start
+
+
+def _shed_case(
+    bins: list[tuple[str, dict[str, int]]],
+    *,
+    carrier: bool = True,
+    pair: int = 1500,
+    m_max: int | None = None,
+) -> tuple[Problem, Solution]:
+    """Bins kept apart by anti-affinity ("x"), as ``bins`` place them; "c" needs "t" on its
+    bin when a carrier; "t" and "c" ask ``pair`` millicores each."""
+    ids = ["m", "l"]
+    counts: Counter[str] = Counter()
+    for _, placed in bins:
+        counts.update(placed)
+    sizes = {"x": 1000, "a": 1000, "t": pair, "c": pair}
+    groups = {"x": ("ha",), "t": ("co",)}
+    classes = tuple(
+        pc(
+            k,
+            counts[k],
+            sizes[k],
+            1024,
+            ids,
+            topology=frozenset(groups.get(k, ())),
+        )
+        for k in sorted(counts)
+    )
+    topology: list[TopologyConstraint] = [AntiAffinity("ha", TopologyKey.HOSTNAME)]
+    if carrier:
+        topology.append(CoLocation("co", TopologyKey.HOSTNAME, frozenset({"c"})))
+    p = Problem(
+        (bt("m", 4000, 16384, 400, max_count=m_max), bt("l", 8000, 16384, 800)),
+        classes,
+        topology=tuple(topology),
+    )
+    return p, _plan(p, bins)
+
+
+def test_a_bin_sheds_pods_into_the_room_of_others_and_moves_to_a_cheaper_offering() -> None:
+    # nothing empties or merges ("x" keeps every bin apart); the first holds 6000 millicores
+    # on "l", the second has room for 2000
+    bins = [("l", {"x": 1, "a": 5}), ("m", {"x": 1, "a": 1}), ("m", {"x": 1, "t": 1, "c": 1})]
+    p, start = _shed_case(bins)
+    out = improve(p, start)
+    assert violations(p, out) == []
+    assert sorted((b.bin_type, sorted(b.placement.counts.items())) for b in out.new_bins) == [
+        ("m", [("a", 3), ("x", 1)]),
+        ("m", [("a", 3), ("x", 1)]),
+        ("m", [("c", 1), ("t", 1), ("x", 1)]),
+    ]
+    assert out.cost_micros == 1200 < start.cost_micros == 1600
+    # with two "m" at most, the first bin keeps its offering
+    p, start = _shed_case(bins, m_max=2)
+    assert improve(p, start) is start
+
+
+def test_shedding_keeps_every_carrier_with_a_target() -> None:
+    bins = [("l", {"x": 1, "t": 1, "c": 1}), ("m", {"x": 1}), ("m", {"x": 1, "a": 3})]
+    # "t" leaving would shrink the first bin to "m", but "c" there needs it, and "c" finds
+    # no target on the bin with room
+    p, start = _shed_case(bins, pair=2000)
+    assert improve(p, start) is start
+    # without the affinity, one of them moves and the bin shrinks
+    p, start = _shed_case(bins, pair=2000, carrier=False)
+    out = improve(p, start)
+    assert violations(p, out) == []
+    assert out.cost_micros == 1200 < start.cost_micros
 
 
 @settings(max_examples=60, deadline=None)
