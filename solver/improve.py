@@ -733,6 +733,7 @@ class _Shed:
         self.targets = rules.tracked - set(rules.caps) - rules.one_bin
         self.demand: dict[str, npt.NDArray[np.int64]] = {}
         self.allowed: dict[str, npt.NDArray[np.bool_]] = {}
+        self.sizes: dict[str, tuple[int, ...]] = {}
         for b in domain.bins:
             for k in b.counts:
                 if k not in self.demand:
@@ -741,6 +742,7 @@ class _Shed:
                         [c.demand.get(r, 0) for r in domain.names], dtype=np.int64
                     )
                     self.allowed[k] = o.mask(c.allowed_bin_types)
+                    self.sizes[k] = tuple(int(x) for x in self.demand[k])
 
     def _may_go(self, key: str) -> bool:
         c = self.d.rules.classes[key]
@@ -769,8 +771,11 @@ class _Shed:
         for k in donor.counts:
             allowed &= self.allowed[k][:w]
         holds = allowed & (self.cap[:w] >= used - out).all(axis=1)
-        # the smallest step down first: it needs the fewest moves; ``run`` again goes further
-        for o in np.flatnonzero(holds)[::-1][:_SHED_TRIES].tolist():
+        # the cheapest offering holding the bin as it is (no moves), else the smallest step
+        # down first: it needs the fewest moves; ``run`` again goes further
+        outright = np.flatnonzero(holds & (self.cap[:w] >= used).all(axis=1))[:1]
+        tries = np.flatnonzero(holds)[::-1][:_SHED_TRIES]
+        for o in outright.tolist() or tries.tolist():
             moves = self._shed(i, np.maximum(used - self.cap[o], 0), movable)
             if moves is None:
                 continue
@@ -794,25 +799,32 @@ class _Shed:
         # a few resources: plain ints beat numpy's per-call cost here
         left = [int(x) for x in excess]
         scale = [max(x, 1) for x in left]
-        sizes = {k: tuple(int(x) for x in self.demand[k]) for k in movable}
+        sizes = self.sizes
+        # the pods covering most of the excess first, then the smallest (the others' room is
+        # short); the order holds as the excess shrinks
+        order = sorted(
+            movable,
+            key=lambda k: (
+                -sum(min(v, x) / s for v, x, s in zip(sizes[k], left, scale, strict=True) if x > 0),
+                sum(sizes[k]),
+            ),
+        )
         moves: list[_Move] = []
         stuck: set[str] = set()
         while any(x > 0 for x in left):
-            best: tuple[float, int, str] | None = None
-            for k in movable:
-                if k in stuck or not donor.counts.get(k):
-                    continue
-                dem = sizes[k]
-                score = sum(
-                    min(v, x) / s for v, x, s in zip(dem, left, scale, strict=True) if x > 0
-                )
-                # the most of what is left, then the smallest pod (the others' room is short)
-                if score > 0 and (best is None or (score, -sum(dem)) > best[:2]):
-                    best = (score, -sum(dem), k)
-            if best is None:
+            key = next(
+                (
+                    k
+                    for k in order
+                    if k not in stuck
+                    and donor.counts.get(k)
+                    and any(v > 0 < x for v, x in zip(sizes[k], left, strict=True))
+                ),
+                None,
+            )
+            if key is None:
                 self._undo(i, moves)
                 return None
-            key = best[2]
             c = rules.classes[key]
             target = None
             if self._may_leave(donor, key):

@@ -381,6 +381,14 @@ def test_a_bin_sheds_pods_into_the_room_of_others_and_moves_to_a_cheaper_offerin
     assert improve(p, start) is start
 
 
+def test_a_bin_larger_than_its_pods_need_moves_to_an_offering_that_holds_them() -> None:
+    # "x" keeps the bins apart; the first holds 3000 millicores on "l" and fits "m" as it is
+    p, start = _shed_case([("l", {"x": 1, "a": 2}), ("m", {"x": 1, "a": 3})])
+    out = improve(p, start)
+    assert sorted(b.bin_type for b in out.new_bins) == ["m", "m"]
+    assert out.cost_micros == 800
+
+
 def test_shedding_keeps_every_carrier_with_a_target() -> None:
     bins = [("l", {"x": 1, "t": 1, "c": 1}), ("m", {"x": 1}), ("m", {"x": 1, "a": 3})]
     # "t" leaving would shrink the first bin to "m", but "c" there needs it, and "c" finds
