@@ -44,6 +44,11 @@ The controllers get boto3 clients from one session whose botocore event hooks
   account, fleets and launch templates included, so each lookup grows with the run; the
   account's EC2 backend answers those lookups from its tag table directly (same rows, same
   order) and leaves every other tag query to moto.
+* **Repeated EC2 reads.** Garbage collection, drift checks and the EC2NodeClass status ask
+  the same ``Describe*`` questions again and again while nothing in EC2 changes; moto built
+  and serialized each answer afresh. :mod:`provisioner.simulation.motoreads` keeps each
+  answer until the next EC2 call that is not a ``Describe*`` (or an instance fades) and
+  draws moto's request id for it as moto would, so runs stay the same.
 * **What moto's CreateFleet leaves out.** moto does not give fleet instances the security
   groups of their launch template (``testing-tools.md`` §2); EC2 does, and drift detection
   compares them, so ``after-call`` applies them (``ModifyInstanceAttribute``).
@@ -75,6 +80,7 @@ from provisioner.apis.labels import (
     CAPACITY_TYPE_SPOT,
 )
 from provisioner.simulation import motoquery, motoserialize
+from provisioner.simulation.motoreads import ReadCache
 from provisioner.simulation.timeline import Timeline
 
 __all__ = [
@@ -266,6 +272,7 @@ class MotoCloud:
         cluster: str,
         zones: Iterable[str],
         seed: int,
+        check_reads: bool = False,
     ) -> None:
         self.timeline = timeline
         self.region = region
@@ -291,6 +298,8 @@ class MotoCloud:
         self._instance_reservations: dict[str, str] = {}
         self._faded: dict[str, dict[str, Any]] = {}
         self._stubber: Any = None
+        self._reads: ReadCache | None = None
+        self._check_reads = check_reads
         self._locked = False
         self._session: boto3.session.Session | None = None
         self._admin: dict[str, Any] = {}
@@ -316,6 +325,7 @@ class MotoCloud:
         stubber = BotocoreStubber()
         stubber.enabled = True
         self._stubber = stubber
+        self._reads = ReadCache(stubber.process_request, check=self._check_reads)
         moto_api_backend.reset()
         self._create_backends()
         self._index_tags()
@@ -325,6 +335,7 @@ class MotoCloud:
         admin = self._new_session()
         self._admin = {name: self._client(admin, name) for name in ("ec2", "events", "iam")}
         self._seed_images()
+        self._reads.forget()  # the images were written to moto's backend directly
         self._network()
         self._queue()
 
@@ -334,6 +345,7 @@ class MotoCloud:
             if self._stubber is not None:
                 self._stubber.enabled = False
                 self._stubber = None
+                self._reads = None
         finally:
             if self._locked:
                 self._locked = False
@@ -342,13 +354,21 @@ class MotoCloud:
 
     def _send(self, request: Any, **_: Any) -> AWSResponse:
         """``before-send``: moto answers the prepared request in process."""
-        stubber = self._stubber
-        if stubber is None:
+        from moto.core.botocore_stubber import MockRawResponse  # noqa: PLC0415 - moto is heavy
+
+        reads = self._reads
+        if reads is None:
             raise RuntimeError("the simulated account is stopped")
-        response: AWSResponse | None = stubber(event_name="before-send", request=request)
-        if response is None:
+        answer = reads(request)
+        if answer is None:
             raise RuntimeError(f"the simulated account does not serve {request.url}")
-        return response
+        status, headers, body = answer
+        return AWSResponse(request.url, status, headers, MockRawResponse(body))  # type: ignore[arg-type]
+
+    @property
+    def reads(self) -> ReadCache | None:
+        """The EC2 answers kept between changes (None while stopped)."""
+        return self._reads
 
     def _create_backends(self) -> None:
         """Create moto's backends before seeding, so their set-up draws no seeded randomness.
@@ -726,6 +746,8 @@ class MotoCloud:
             if any(i.id == instance_id and i.state != "terminated" for i in reservation.instances):
                 return
             self._faded[instance_id] = self.describe([instance_id])[0]
+            if self._reads is not None:
+                self._reads.forget()
             reservation.instances = [i for i in reservation.instances if i.id != instance_id]
             if not reservation.instances:
                 del ec2.reservations[reservation_id]
