@@ -37,6 +37,7 @@ from provisioner.controllers.provisioning.units import demand_units
 from provisioner.scheduling.resources import add
 from solver.config import SolverConfig
 from solver.problem import GPU_MILLI, BinType, Solution, Status, UnplacedReason
+from solver.room import exceeds_existing_room
 
 __all__ = ["MAX_INSTANCE_TYPES", "NewCapacityLimit", "PlannerConfig", "plan", "plan_moves"]
 
@@ -146,7 +147,9 @@ def plan_moves(
     one. A greedy plan that puts every moving pod on an existing node ends the search at once
     and is returned alone: no plan moves them for less. With ``limit``, classes of moving
     pods only (pending pods of the same shape keep every offering) may use only the
-    offerings it admits: when none is admitted, they fit on existing nodes or not at all.
+    offerings it admits: when none is admitted, they fit on existing nodes or not at all,
+    and when they ask for more than those nodes have left (``solver.room``) no search can
+    move them all, so the greedy plans are returned without one.
     The ``greedy`` policy plans Karpenter's way: first-fit-decreasing over every offering,
     judged afterwards (``limit`` is not applied).
 
@@ -166,10 +169,15 @@ def plan_moves(
         if not build.problem.classes:
             solved = cpsat.Solved(Solution((), (), (), 0, 0, Status.OPTIMAL), ())
         else:
+            decisive: Callable[[Solution], bool] = functools.partial(_moves_onto_existing, classes)
+            if limit is not None and exceeds_existing_room(build.problem, classes):
+                # no plan moves every pod, so no search changes the consolidation's answer;
+                # the greedy plans say which pod stays and why
+                decisive = _any_plan
             solved = cpsat.solve_with_greedy(
                 build.problem,
                 _solver_config(config, spent=time.monotonic() - started),
-                decisive=functools.partial(_moves_onto_existing, classes),
+                decisive=decisive,
             )
         seconds = time.monotonic() - started
         plans = [solved.best] + [g for g in solved.greedy if g is not solved.best]
@@ -214,6 +222,10 @@ def _classes_of(build: Build, pods: Collection[str]) -> frozenset[str]:
     return frozenset(
         key for key, members in build.class_pods.items() if any(p.key in pods for p in members)
     )
+
+
+def _any_plan(_: Solution) -> bool:
+    return True
 
 
 def _moves_onto_existing(classes: frozenset[str], solution: Solution) -> bool:

@@ -239,3 +239,45 @@ def test_a_limit_leaves_pending_pods_of_the_same_shape_their_offerings():
     shared = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=JOINTER, limit=none)
     assert shared.ok
     assert shared.new_claims
+
+
+def _counting_search(monkeypatch: Any) -> list[int]:
+    runs: list[int] = []
+    search = cpsat._solve_tier
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(1)
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(cpsat, "_solve_tier", counted)
+    return runs
+
+
+def test_moving_pods_asking_for_more_than_the_other_nodes_have_left_end_at_the_greedy_plan(
+    monkeypatch,
+):
+    runs = _counting_search(monkeypatch)
+    none = NewCapacityLimit(below_per_hour=0.0, reason="no cheaper node")
+    facts = two_nodes(extra=_full_b())  # 1 CPU moves, node b has 0.4 left
+    nodes = [facts.nodes["a"]]
+    result = simulate(facts, catalog_of(facts), nodes, planner=JOINTER, limit=none)
+    assert result.failure == "no cheaper node"
+    assert runs == []
+
+
+def test_moving_pods_that_fit_the_other_nodes_room_in_total_are_still_searched(monkeypatch):
+    runs = _counting_search(monkeypatch)
+    none = NewCapacityLimit(below_per_hour=0.0, reason="no cheaper node")
+    # three 0.5-CPU pods move; nodes b and c have 0.75 CPU left each: 1.5 in total, yet
+    # each holds one of them
+    busy = [
+        running(pod(f"busy-{name}-{i}", cpu="1050m"), f"node-{name}")
+        for name in ("b", "c")
+        for i in range(3)
+    ]
+    moving = [running(pod(f"m-{i}"), "node-a") for i in range(3)]
+    objects = [claim("a"), node("a"), claim("b"), node("b"), claim("c"), node("c")]
+    facts = facts_of([*objects, *moving, *busy])
+    result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=JOINTER, limit=none)
+    assert result.failure == "no cheaper node"
+    assert runs
