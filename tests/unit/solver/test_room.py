@@ -55,7 +55,9 @@ def test_classes_that_each_fit_may_not_fit_together() -> None:
 
 def test_classes_that_may_take_new_nodes_or_are_not_asked_about_are_left_out() -> None:
     nodes = (_node("n1", 500),)
-    may_grow = dataclasses.replace(pc("g", 10, 1000, 512, ["t"]), allowed_existing={"n1"})
+    may_grow = dataclasses.replace(
+        pc("g", 10, 1000, 512, ["t"]), allowed_existing=frozenset({"n1"})
+    )
     stuck = _existing_only("s", 10, 1000, {"n1"})
     problem = _problem(may_grow, stuck, nodes=nodes)
     assert not exceeds_existing_room(problem, {"g"})
@@ -72,19 +74,24 @@ def test_whole_gpus_count_and_fractions_do_not() -> None:
     assert not exceeds_existing_room(_problem(shared, nodes=nodes), {"f"})
 
 
-@settings(max_examples=200, deadline=None)
-@given(problems(), st.data())
-def test_no_valid_plan_places_every_pod_when_the_room_is_exceeded(
-    problem: Problem, data: st.DataObject
-) -> None:
-    """Whatever the greedy plans (valid plans) do, some pod of the classes stays unplaced."""
+def _without_new_bins(problem: Problem, data: st.DataObject) -> tuple[Problem, set[str]]:
+    """``problem`` with some of its classes (returned) allowed existing bins only."""
     assume(problem.existing)
     chosen = data.draw(st.sets(st.sampled_from([c.key for c in problem.classes]), min_size=1))
     classes = tuple(
         dataclasses.replace(c, allowed_bin_types=frozenset()) if c.key in chosen else c
         for c in problem.classes
     )
-    problem = dataclasses.replace(problem, classes=classes)
+    return dataclasses.replace(problem, classes=classes), chosen
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems(), st.data())
+def test_no_valid_plan_places_every_pod_when_the_room_is_exceeded(
+    problem: Problem, data: st.DataObject
+) -> None:
+    """Whatever the greedy plans (valid plans) do, some pod of the classes stays unplaced."""
+    problem, chosen = _without_new_bins(problem, data)
     stuck = exceeds_existing_room(problem, chosen)
     for plan in (cost_aware_ffd(problem), karpenter_ffd(problem)):
         assert not violations(problem, plan)
@@ -100,13 +107,7 @@ def test_no_valid_plan_places_every_pod_when_the_room_is_exceeded(
 def test_the_optimiser_never_places_every_pod_when_the_room_is_exceeded(
     problem: Problem, data: st.DataObject
 ) -> None:
-    assume(problem.existing)
-    chosen = data.draw(st.sets(st.sampled_from([c.key for c in problem.classes]), min_size=1))
-    classes = tuple(
-        dataclasses.replace(c, allowed_bin_types=frozenset()) if c.key in chosen else c
-        for c in problem.classes
-    )
-    problem = dataclasses.replace(problem, classes=classes)
+    problem, chosen = _without_new_bins(problem, data)
     assume(exceeds_existing_room(problem, chosen))
     plan = solve(problem, TEST_CONFIG)
     assert not violations(problem, plan)
