@@ -577,6 +577,28 @@ _GROW_OFFERINGS = 256
 """Offerings weighed per pod by ``_Growth.cheapest``, by price from the candidates' own."""
 
 
+class _ClassRows:
+    """The classes on a domain's bins: each one's demand row and allowed offerings.
+
+    Attributes:
+        keys: the class keys, sorted; ``index`` maps each to its row.
+        demand: one row per class over the domain's resources.
+        allowed: one row per class over the domain's offerings.
+    """
+
+    def __init__(self, domain: _Domain) -> None:
+        rules, o = domain.rules, domain.offerings
+        self.keys = sorted({k for b in domain.bins for k in b.counts})
+        self.index = {k: n for n, k in enumerate(self.keys)}
+        self.demand = np.array(
+            [[rules.classes[k].demand.get(r, 0) for r in domain.names] for k in self.keys],
+            dtype=np.int64,
+        ).reshape(len(self.keys), len(domain.names))
+        self.allowed = np.array(
+            [o.mask(rules.classes[k].allowed_bin_types) for k in self.keys], dtype=np.bool_
+        ).reshape(len(self.keys), len(o.list))
+
+
 class _Swaps:
     """Swap one pod of a bin for a smaller one of another bin, so the first gets cheaper.
 
@@ -589,17 +611,10 @@ class _Swaps:
 
     def __init__(self, domain: _Domain, ledger: _Ledger) -> None:
         self.d, self.ledger = domain, ledger
-        rules, o = domain.rules, domain.offerings
-        self.cap, self.price = o.cap, o.price
-        present = sorted({k for b in domain.bins for k in b.counts})
-        self.index = {k: n for n, k in enumerate(present)}
-        self.demand = np.array(
-            [[rules.classes[k].demand.get(r, 0) for r in domain.names] for k in present],
-            dtype=np.int64,
-        ).reshape(len(present), len(domain.names))
-        self.allowed = np.array(
-            [o.mask(rules.classes[k].allowed_bin_types) for k in present], dtype=np.bool_
-        ).reshape(len(present), len(o.list))
+        self.cap, self.price = domain.offerings.cap, domain.offerings.price
+        table = _ClassRows(domain)
+        present, self.index = table.keys, table.index
+        self.demand, self.allowed = table.demand, table.allowed
         self.swappable = np.array([self._swappable(k) for k in present], dtype=np.bool_)
         # the least of every resource a swappable pod asks (a bin can shrink no further)
         smallest = self.demand[self.swappable] if self.swappable.any() else self.demand[:0]
@@ -728,21 +743,13 @@ class _Shed:
 
     def __init__(self, domain: _Domain, ledger: _Ledger) -> None:
         self.d, self.ledger = domain, ledger
-        rules, o = domain.rules, domain.offerings
-        self.cap, self.price = o.cap, o.price
+        rules = domain.rules
+        self.cap, self.price = domain.offerings.cap, domain.offerings.price
         self.targets = rules.tracked - set(rules.caps) - rules.one_bin
-        self.demand: dict[str, npt.NDArray[np.int64]] = {}
-        self.allowed: dict[str, npt.NDArray[np.bool_]] = {}
-        self.sizes: dict[str, tuple[int, ...]] = {}
-        for b in domain.bins:
-            for k in b.counts:
-                if k not in self.demand:
-                    c = rules.classes[k]
-                    self.demand[k] = np.array(
-                        [c.demand.get(r, 0) for r in domain.names], dtype=np.int64
-                    )
-                    self.allowed[k] = o.mask(c.allowed_bin_types)
-                    self.sizes[k] = tuple(int(x) for x in self.demand[k])
+        table = _ClassRows(domain)
+        self.demand = {k: table.demand[n] for k, n in table.index.items()}
+        self.allowed = {k: table.allowed[n] for k, n in table.index.items()}
+        self.sizes = {k: tuple(int(x) for x in row) for k, row in self.demand.items()}
 
     def _may_go(self, key: str) -> bool:
         c = self.d.rules.classes[key]

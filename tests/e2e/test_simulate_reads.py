@@ -106,7 +106,6 @@ def test_only_ec2_query_requests_have_an_action() -> None:
 
 
 def test_checking_catches_an_answer_that_changed_without_an_ec2_change() -> None:
-    pytest.importorskip("moto")
     answers = iter(["<a>1</a>", "<a>2</a>"])
 
     def answer(_: Any) -> tuple[int, dict[str, Any], Any]:
