@@ -192,6 +192,8 @@ class _State:
     """New bins per pinned zone (``None``: not pinned yet), in opening order."""
     placed: Counter[str] = field(default_factory=Counter)
     """Pods placed per topology group, all bins together."""
+    holders: defaultdict[str, dict[int, _Bin]] = field(default_factory=lambda: defaultdict(dict))
+    """The new bins holding pods of each topology group, by ``id``."""
 
 
 @dataclass(slots=True)
@@ -870,11 +872,8 @@ class _Packer:
         if b.counts[c.key] == 0:
             del b.counts[c.key]
             b.allow = None
-        for tid in c.topology:
-            b.group[tid] += k
-            self.s.placed[tid] += k
-            if zone is not None:
-                self.s.zone_counts[tid][zone] += k
+        if c.topology:
+            self._count_groups(b, c.topology, k, zone)
         if devs is not None:
             per = b.dev_counts.setdefault(c.key, [0] * len(b.free))
             for d, x in enumerate(devs):
@@ -883,6 +882,20 @@ class _Packer:
             if not any(per):
                 del b.dev_counts[c.key]
             b.top_dev = max((d for d, u in enumerate(b.dev_use) if u > 0), default=-1)
+
+    def _count_groups(self, b: _Bin, tids: Iterable[str], k: int, zone: str | None) -> None:
+        """Count ``k`` more pods of groups ``tids`` on ``b`` (in ``zone``, when pinned)."""
+        s = self.s
+        for tid in tids:
+            b.group[tid] += k
+            s.placed[tid] += k
+            if zone is not None:
+                s.zone_counts[tid][zone] += k
+            if b.existing is None:
+                if b.group[tid] > 0:
+                    s.holders[tid][id(b)] = b
+                else:
+                    s.holders[tid].pop(id(b), None)
 
     def undo(self, journal: list[_Move]) -> None:
         """Remove every pod the journal placed (bins opened for it are dropped)."""
@@ -1126,6 +1139,8 @@ class _Packer:
         else:
             start = self._skip.get(skip_key, 0)
             opened = self._usable_open(c, zone)[start:]
+        if skip_key is None:
+            opened = self._gated(c, zone, opened)
         gen = self._skip_gen
         group = None if self.karpenter else self.one_bin_group(c)
         if group is not None and not self.s.placed[group]:
@@ -1141,6 +1156,34 @@ class _Packer:
                 break
             placed += k
         return placed
+
+    def _gated(self, c: PodClass, zone: str | None, opened: list[_Bin]) -> list[_Bin]:
+        """Return ``opened`` without the bins lacking a group ``c`` must join.
+
+        That is a group ``c`` carries a co-location to (``_gate``), or a one-bin group of
+        ``c`` (hostname ``Affinity``) already placed elsewhere: ``host_room`` is 0 there, and
+        only pods are added during a fill, so such a bin stays closed to ``c``. ``_visit``
+        would pass over these bins (and not widen them): one only ends the leading run it
+        counts for skips, and fills without a skip count (``_skip_key`` None) do not use it.
+        The scan over every open bin per fill was most of the Karpenter-style pass at 20,000
+        pods (1.5M of 1.7M bins visited, none taken).
+        """
+        tids = [
+            tid
+            for kind, tid, _ in self._host_rules(c)
+            if kind == 2 or (kind == 3 and self.s.placed[tid] > 0)  # noqa: PLR2004 - rule kinds
+        ]
+        if not tids:
+            return opened
+        held = self.s.holders[tids[0]]
+        for tid in tids[1:]:
+            held = {i: b for i, b in held.items() if b.group.get(tid, 0)}
+        order = self._orders.get(zone) if self.karpenter and self.seq_ordered else None
+        if order is not None:
+            # ``opened`` is a copy of the order ``_open_order`` just brought up to date
+            key_of = order.key_of
+            return sorted((b for i, b in held.items() if i in key_of), key=lambda b: key_of[id(b)])
+        return [b for b in opened if id(b) in held]
 
     def _visit(  # noqa: PLR0917 - the loop of fill
         self,

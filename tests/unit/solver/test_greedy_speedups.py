@@ -1,5 +1,6 @@
 """The per-run indexes of the greedy planners agree with the plain definitions."""
 
+import dataclasses
 from typing import Any
 from unittest.mock import patch
 
@@ -18,7 +19,15 @@ from solver.greedy import (
     cost_aware_ffd,
     karpenter_ffd,
 )
-from solver.problem import BinType, Gang, PodClass, Problem
+from solver.problem import (
+    Affinity,
+    BinType,
+    CoLocation,
+    Gang,
+    PodClass,
+    Problem,
+    TopologyKey,
+)
 from solver.validate import violations
 from solver.weights import fit_key, fits_one
 from tests.unit.solver.builders import bt, pc
@@ -210,3 +219,67 @@ def test_usable_open_bins_forget_the_bins_an_undone_gang_opened() -> None:
         ("b", ["q2"]),
     ]
     assert sorted((u.class_key, u.count) for u in plan.unplaced) == [("g1", 2), ("g2", 3)]
+
+
+@st.composite
+def _with_one_bin_groups(draw: st.DrawFn) -> Problem:
+    """``problems()`` plus classes held to one bin each (hostname ``Affinity``)."""
+    problem = draw(problems())
+    ids = [t.id for t in problem.bin_types]
+    groups = [f"hf{i}" for i in range(draw(st.integers(1, 2)))]
+    extra = [
+        pc(
+            f"g{j}",
+            draw(st.integers(1, 4)),
+            draw(st.sampled_from([250, 500, 1000])),
+            512,
+            sorted(draw(st.sets(st.sampled_from(ids), min_size=1))),
+            topology=frozenset({draw(st.sampled_from(groups))}),
+        )
+        for j in range(draw(st.integers(1, 3)))
+    ]
+    topology = (*problem.topology, *(Affinity(g, None, TopologyKey.HOSTNAME) for g in groups))
+    return dataclasses.replace(problem, classes=(*problem.classes, *extra), topology=topology)
+
+
+@settings(max_examples=100)
+@given(_with_one_bin_groups())
+def test_gated_open_bins_keep_the_plans(problem: Problem) -> None:
+    # every open bin, as before the bins lacking a required group were dropped: same plans
+    gated = _Packer._gated
+
+    def checked(packer: _Packer, c: PodClass, zone: str | None, opened: list[_Bin]) -> Any:
+        got = gated(packer, c, zone, opened)
+        for tid, held in packer.s.holders.items():
+            assert held == {id(b): b for b in packer.s.bins if not b.existing and b.group[tid]}
+        assert got == [b for b in opened if b in got]  # a subsequence, in order
+        assert all(packer.host_room(b, c) == 0 for b in opened if b not in got)
+        return got
+
+    def every_bin(_packer: _Packer, _c: PodClass, _zone: str | None, opened: list[_Bin]) -> Any:
+        return opened
+
+    with patch.object(_Packer, "_gated", every_bin):
+        plain = (karpenter_ffd(problem), cost_aware_ffd(problem))
+    with patch.object(_Packer, "_gated", checked):
+        assert (karpenter_ffd(problem), cost_aware_ffd(problem)) == plain
+
+
+def test_a_carrier_tries_its_targets_bins_in_karpenter_order() -> None:
+    # three bins hold targets; "fill" leaves 20 / 60 / 200 millicores on them, three pods
+    # each: Karpenter's order (pods, then opening) takes the second bin, the first that fits
+    problem = Problem(
+        (bt("t", 2000, 8192, 100),),
+        (
+            pc("a", 1, 1900, 512, ["t"], topology=frozenset({"co"})),
+            pc("b", 2, 950, 512, ["t"], topology=frozenset({"co"})),
+            pc("c", 3, 600, 512, ["t"], topology=frozenset({"co"})),
+            pc("fill", 3, 40, 64, ["t"]),
+            pc("x1co", 1, 30, 64, ["t"]),
+        ),
+        topology=(CoLocation("co", TopologyKey.HOSTNAME, frozenset({"x1co"})),),
+    )
+    plan = karpenter_ffd(problem)
+    assert violations(problem, plan) == []
+    [with_carrier] = [b for b in plan.new_bins if "x1co" in b.placement.counts]
+    assert sorted(with_carrier.placement.counts) == ["b", "fill", "x1co"]
