@@ -49,6 +49,7 @@ from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter
 from typing import Generic, TypeVar
 
@@ -133,6 +134,10 @@ class _Bin:
     """A new bin in ``_State.bins`` (not a trial bin ``open_bin`` may discard)."""
     home: str | None = None
     """The key of the ``_State.by_zone`` list holding a listed new bin."""
+    blocks: list[tuple[_Usable, int]] = field(default_factory=list)
+    """The ``_Usable`` lists holding the bin and its block in each (since ``blocks_gen``)."""
+    blocks_gen: int = -1
+    """The ``_Packer._skip_gen`` of ``blocks`` (older lists are cleared)."""
 
     def pool(self) -> str:
         return self.existing.pool if self.existing is not None else self.by_cpu[0].pool
@@ -435,6 +440,7 @@ class _Packer:
         live = [c for c in problem.classes if c.count > 0]
         res = sorted({r for c in live for r, v in c.demand.items() if v > 0})
         self._bit = {r: 1 << i for i, r in enumerate(res)}
+        self._needs = res
         self._min_need = {r: min(c.demand.get(r, 0) or _INF for c in live) for r in res}
         self._frac_bit = 1 << len(res)
         self._min_frac = min((c.gpu_fraction_milli or _INF for c in live), default=_INF)
@@ -844,6 +850,9 @@ class _Packer:
                 self._charge(new, 1)
             b.charged = new
         journal.append(_Move(b, c, f.k, f.devs, f.zone, opened, before))
+        if b.blocks_gen == self._skip_gen:
+            for usable, block in b.blocks:
+                usable.tops[block] = None
         big = b.existing.remaining if b.existing is not None else b.by_cpu[0].capacity
         b.dead = any(big.get(r, 0) - b.used[r] < v for r, v in self.smallest.items() if v > 0)
         b.exh = self._exhausted(b)
@@ -1134,22 +1143,23 @@ class _Packer:
         widen = not self.karpenter and self.needy(c)
         skip_key = self._skip_key(c, zone) if not widen else None
         start = 0
+        kept: _Kept | None = None
+        opened: Iterable[_Bin]
         if skip_key is None:
-            opened = self._open_order(zone)
+            opened = self._gated(c, zone, self._open_order(zone))
         else:
             start = self._skip.get(skip_key, 0)
-            opened = self._usable_open(c, zone)[start:]
-        if skip_key is None:
-            opened = self._gated(c, zone, opened)
+            kept = self._roomy(c, zone, self._usable_open(c, zone), start)
+            opened = kept.bins
         gen = self._skip_gen
         group = None if self.karpenter else self.one_bin_group(c)
         if group is not None and not self.s.placed[group]:
             # a one-bin group starts on a new bin chosen to hold it whole (``_whole_first``),
             # not on a bin other classes opened and may have filled
-            opened = []
+            opened, kept = [], None
         placed, spent = self._visit(c, domain, n, journal, opened, widen)
         if skip_key is not None and gen == self._skip_gen:
-            self._skip[skip_key] = start + spent
+            self._skip[skip_key] = kept.spent(spent) if kept is not None else start + spent
         while placed < n:
             k = self.open_bin(c, domain, n - placed, journal)
             if k == 0:
@@ -1185,13 +1195,58 @@ class _Packer:
             return sorted((b for i, b in held.items() if i in key_of), key=lambda b: key_of[id(b)])
         return [b for b in opened if id(b) in held]
 
+    def _roomy(self, c: PodClass, zone: str | None, bins: list[_Bin], start: int) -> _Kept:
+        """Return the bins of ``bins[start:]`` a cost-aware fill of ``c`` visits.
+
+        Whole blocks of the ``_Usable`` list ``bins`` (``_Usable.tops``) where no bin has
+        room for one pod of ``c`` are left out: ``_visit`` would pass over each of their
+        bins (dead, or ``_room_ok`` false). In the constraint mix at 10,000 pods such bins
+        were 2.4M of 2.5M visited. Blocks are looked at as the fill reaches them.
+        """
+        usable = self._usable.get((zone, self._kind(c)[0]))
+        n = len(bins)
+        if usable is None or usable.bins is not bins or n - start < 2 * _BLOCK:
+            return _Kept(bins[start:], start, [(start, n)])
+        dem = [(r, v) for r, v in c.demand.items() if v > 0]
+        ranges: list[tuple[int, int]] = []
+        return _Kept(self._blocks(usable, start, dem, ranges), start, ranges)
+
+    def _blocks(
+        self, usable: _Usable, start: int, dem: list[tuple[str, int]], ranges: list[tuple[int, int]]
+    ) -> Iterator[_Bin]:
+        """Yield the bins of ``usable.bins[start:]`` in blocks with room for ``dem``.
+
+        Appends each run of bins yielded to ``ranges`` (start, end) before yielding it, and
+        an empty run at the end of the list once every block is looked at.
+        """
+        bins = usable.bins
+        n = len(bins)
+        i = start
+        while i < n:
+            j = min(n, (i // _BLOCK + 1) * _BLOCK)
+            if i % _BLOCK or j - i < _BLOCK or self._room_in(usable, i // _BLOCK, dem):
+                ranges.append((i, j))
+                yield from bins[i:j]
+            i = j
+        ranges.append((n, n))
+
+    def _room_in(self, usable: _Usable, block: int, dem: list[tuple[str, int]]) -> bool:
+        """Return whether a bin of a full ``block`` of ``usable`` may have room for ``dem``."""
+        top = usable.tops[block]
+        if top is None:
+            top = _block_top(usable.bins[block * _BLOCK : (block + 1) * _BLOCK], self._needs)
+            if top is None:
+                return True
+            usable.tops[block] = top
+        return _within(top, dem)
+
     def _visit(  # noqa: PLR0917 - the loop of fill
         self,
         c: PodClass,
         domain: Domain,
         n: int,
         journal: list[_Move],
-        opened: list[_Bin],
+        opened: Iterable[_Bin],
         widen: bool,
     ) -> tuple[int, int]:
         """Put up to ``n`` pods of ``c`` on the existing bins, then ``opened``, first fit.
@@ -1207,7 +1262,7 @@ class _Packer:
         need = self.need_mask(c)
         # a class allowed on every offering fits no bin less for its offerings
         narrow = len(c.allowed_bin_types) < len(self.p.bin_types)
-        for b in self.s.bins[: self.n_existing] + opened:
+        for b in chain(self.s.bins[: self.n_existing], opened):
             if placed >= n:
                 break
             if widen and b.existing is None and not b.wide and self.host_room(b, c) > 0:
@@ -1266,6 +1321,10 @@ class _Packer:
             usable = self._usable[key] = _Usable([], self.n_existing if zone is None else 0)
         base = self.s.bins if zone is None else self.s.by_zone[zone]
         if usable.seen < len(base):
+            last = len(usable.bins) // _BLOCK
+            if len(usable.bins) % _BLOCK and last < len(usable.tops):
+                usable.tops[last] = None  # that block grows
+            first = len(usable.bins)
             allowed = c.allowed_bin_types
             if len(allowed) < len(self.p.bin_types):
                 usable.bins.extend(
@@ -1274,7 +1333,21 @@ class _Packer:
             else:
                 usable.bins.extend(base[usable.seen :])
             usable.seen = len(base)
+            self._enter_blocks(usable, first)
         return usable.bins
+
+    def _enter_blocks(self, usable: _Usable, first: int) -> None:
+        """Give ``usable`` a room per block and note the blocks of its bins from ``first`` on.
+
+        The notes (``_Bin.blocks``) let a commit reset the room of the bin's blocks.
+        """
+        bins, tops, gen = usable.bins, usable.tops, self._skip_gen
+        tops.extend([None] * (-(-len(bins) // _BLOCK) - len(tops)))
+        for i in range(first, len(bins)):
+            b = bins[i]
+            if b.blocks_gen != gen:
+                b.blocks, b.blocks_gen = [], gen
+            b.blocks.append((usable, i // _BLOCK))
 
     def place_class(
         self, c: PodClass, domain: Domain, n: int, log: list[_Move] | None = None
@@ -1433,12 +1506,81 @@ class _Packer:
         return placed
 
 
+_BLOCK = 32
+"""Bins per block of a ``_Usable`` list whose room a fill may rule out at once."""
+
+
+def _block_top(block: list[_Bin], needs: list[str]) -> dict[str, int] | None:
+    """Return the most room per resource of ``needs`` on the bins of ``block`` not dead.
+
+    None: a bin's room is not known yet (``maxcap`` None).
+    """
+    top = dict.fromkeys(needs, -_INF)
+    for b in block:
+        if b.dead:
+            continue
+        cap = b.maxcap
+        if cap is None:
+            return None
+        have, used = cap.top, b.used
+        for r in needs:
+            free = have.get(r, 0) - used[r]
+            if free > top[r]:  # noqa: PLR1730 - a hot loop: max() is slower
+                top[r] = free
+    return top
+
+
+def _within(top: Mapping[str, int], dem: list[tuple[str, int]]) -> bool:
+    """Return whether every demand of ``dem`` is within ``top``."""
+    for r, v in dem:  # noqa: SIM110 - a hot loop: plain loops beat all() here
+        if v > top.get(r, 0):
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class _Kept:
+    """The bins a fill visits (``bins``): those of a list from some start, less some blocks.
+
+    ``ranges`` lists the (start, end) positions in the whole list of the runs of bins
+    ``bins`` has given so far, from ``start``, so that a count of leading spent bins among
+    them becomes one of the whole list (``spent``).
+    """
+
+    bins: Iterable[_Bin]
+    start: int
+    ranges: list[tuple[int, int]]
+
+    def spent(self, leading: int) -> int:
+        """Return where the next fill of the same demand may start in the whole list.
+
+        The bins left out have no room for the demand, so they are spent; the first
+        ``leading`` bins given are too. The first bin given but not counted (not spent, or
+        not looked at) is where the next fill starts; when every bin given was counted,
+        it starts after the last run given (a last empty run marks the list's end).
+        """
+        at = self.start
+        for a, b in self.ranges:
+            if leading < b - a:
+                return a + leading
+            leading -= b - a
+            at = b
+        return at
+
+
 @dataclass(slots=True)
 class _Usable:
-    """The open bins a kind of class may use (``bins``), from the first ``seen`` of a list."""
+    """The open bins a kind of class may use (``bins``), from the first ``seen`` of a list.
+
+    ``tops`` holds, per block of ``_BLOCK`` bins, the most room (``maxcap.top - used``) per
+    resource some pod needs of any bin of the block that is not dead (None: to be found).
+    A commit to a bin resets its blocks (``_Bin.blocks``); between clears of the list pods
+    are only added and offerings only dropped, so a value is an upper bound of the room.
+    """
 
     bins: list[_Bin]
     seen: int
+    tops: list[dict[str, int] | None] = field(default_factory=list)
 
 
 def _gate_ok(group: Mapping[str, int], present: list[str], below: list[tuple[str, int]]) -> bool:

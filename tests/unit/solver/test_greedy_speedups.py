@@ -16,6 +16,7 @@ from solver.greedy import (
     _Lazy,
     _maxcap,
     _Packer,
+    _room_ok,
     cost_aware_ffd,
     karpenter_ffd,
 )
@@ -283,3 +284,52 @@ def test_a_carrier_tries_its_targets_bins_in_karpenter_order() -> None:
     assert violations(problem, plan) == []
     [with_carrier] = [b for b in plan.new_bins if "x1co" in b.placement.counts]
     assert sorted(with_carrier.placement.counts) == ["b", "fill", "x1co"]
+
+
+@settings(max_examples=100)
+@given(problems())
+def test_blocks_without_room_keep_the_plans(problem: Problem) -> None:
+    # blocks of two bins, so that small problems have blocks to leave out; every block
+    # visited, as before: the same plans, and every skip count only passes spent bins
+    fill = _Packer.fill
+
+    def checked(packer: _Packer, c: PodClass, domain: Any, n: int, journal: Any) -> int:
+        placed = fill(packer, c, domain, n, journal)
+        key = packer._skip_key(c, domain[1]) if not packer.needy(c) else None
+        if key is not None and key in packer._skip:
+            dem = [(r, v) for r, v in c.demand.items() if v > 0]
+            need = packer.need_mask(c)
+            usable = packer._usable_open(c, domain[1])
+            for b in usable[: packer._skip[key]]:
+                assert b.dead or b.exh & need or not _room_ok(b.maxcap, b.used, dem)
+        return placed
+
+    with patch("solver.greedy._BLOCK", 2), patch.object(_Packer, "_room_in", return_value=True):
+        plain = cost_aware_ffd(problem)
+    with patch("solver.greedy._BLOCK", 2), patch.object(_Packer, "fill", checked):
+        assert cost_aware_ffd(problem) == plain
+
+
+def test_a_fill_passes_over_full_blocks() -> None:
+    # 40 bins, one big pod each; only the 36th (the last of the ninth block of 4) has memory
+    # left for the small pods: they visit that block only, and land there
+    types = (bt("t", 4000, 16384, 100),)
+    big = [pc(f"b{i:02}", 1, 3800 - i, 256 if i == 35 else 16000, ["t"]) for i in range(40)]
+    problem = Problem(types, (*big, pc("small", 2, 100, 1000, ["t"])))
+    visit = _Packer._visit
+    seen: list[int] = []
+
+    def counted(packer: _Packer, c: PodClass, domain: Any, n: int, *args: Any) -> Any:
+        opened = list(args[1])
+        if c.key == "small":
+            seen.append(len(opened))
+        return visit(packer, c, domain, n, args[0], opened, *args[2:])
+
+    with patch("solver.greedy._BLOCK", 4), patch.object(_Packer, "_visit", counted):
+        plan = cost_aware_ffd(problem)
+    assert violations(problem, plan) == []
+    assert not plan.unplaced
+    assert seen == [4]
+    assert len(plan.new_bins) == 40
+    with patch.object(_Packer, "_room_in", return_value=True):
+        assert cost_aware_ffd(problem) == plan
