@@ -400,6 +400,9 @@ class _Lazy(Generic[_T]):
 class _Packer:
     """Bulk first-fit state shared by both greedy policies."""
 
+    _pools: dict[frozenset[str], frozenset[str]]
+    """The NodePools of each set of allowed offerings (``_pools_of``)."""
+
     def __init__(self, problem: Problem, *, karpenter: bool) -> None:
         self.p = problem
         self.karpenter = karpenter
@@ -440,7 +443,7 @@ class _Packer:
         live = [c for c in problem.classes if c.count > 0]
         res = sorted({r for c in live for r, v in c.demand.items() if v > 0})
         self._bit = {r: 1 << i for i, r in enumerate(res)}
-        self._needs = res
+        self._needs, self._pools = res, {}
         self._min_need = {r: min(c.demand.get(r, 0) or _INF for c in live) for r in res}
         self._frac_bit = 1 << len(res)
         self._min_frac = min((c.gpu_fraction_milli or _INF for c in live), default=_INF)
@@ -1167,6 +1170,20 @@ class _Packer:
             placed += k
         return placed
 
+    def _pools_of(self, c: PodClass) -> frozenset[str]:
+        """Return the NodePools of the offerings ``c`` may use (cached per offerings).
+
+        A new bin's offerings are all of one pool: in another, ``fit`` finds none ``c`` may
+        use, whatever the number of candidates (``_none_allowed`` looks at short lists).
+        """
+        allowed = c.allowed_bin_types
+        pools = self._pools.get(allowed)
+        if pools is None:
+            pools = self._pools[allowed] = frozenset(
+                t.pool for t in self.p.bin_types if t.id in allowed
+            )
+        return pools
+
     def _gated(self, c: PodClass, zone: str | None, opened: list[_Bin]) -> list[_Bin]:
         """Return ``opened`` without the bins lacking a group ``c`` must join.
 
@@ -1262,6 +1279,7 @@ class _Packer:
         need = self.need_mask(c)
         # a class allowed on every offering fits no bin less for its offerings
         narrow = len(c.allowed_bin_types) < len(self.p.bin_types)
+        pools = self._pools_of(c) if narrow else ()
         for b in chain(self.s.bins[: self.n_existing], opened):
             if placed >= n:
                 break
@@ -1279,7 +1297,11 @@ class _Packer:
                     spent += 1
                 continue
             run = run and not new
-            if blocked or (narrow and new and _none_allowed(b.cands, c.allowed_bin_types)):
+            if blocked or (
+                narrow
+                and new
+                and (b.by_cpu[0].pool not in pools or _none_allowed(b.cands, c.allowed_bin_types))
+            ):
                 continue
             f = self.fit(b, c, domain, n - placed)
             if f is not None:

@@ -27,6 +27,7 @@ from solver.problem import (
     Gang,
     PodClass,
     Problem,
+    Solution,
     TopologyKey,
 )
 from solver.validate import violations
@@ -169,6 +170,15 @@ def test_bins_of_offerings_a_class_may_not_use_are_not_fitted() -> None:
     large = [pc(f"b{i}", 2, 600 + i, 256, ["b"]) for i in range(10)]
     small = [pc(f"a{i}", 1, 100 + i, 256, ["a"]) for i in range(20)]
     problem = Problem(types, (*large, *small))
+    plan, calls = _fit_calls(cost_aware_ffd, problem)
+    assert not plan.unplaced
+    assert sorted(b.bin_type for b in plan.new_bins) == ["a"] + ["b"] * 20
+    # the small pods are only fitted against the bins of their own pool
+    assert not [call for call in calls if call.startswith("a") and call.endswith("@pb")]
+
+
+def _fit_calls(planner: Any, problem: Problem) -> tuple[Solution, list[str]]:
+    """Return ``planner``'s plan and its ``fit`` calls as "class@pool of the bin"."""
     fit = _Packer.fit
     calls: list[str] = []
 
@@ -177,10 +187,32 @@ def test_bins_of_offerings_a_class_may_not_use_are_not_fitted() -> None:
         return fit(packer, b, c, *args)
 
     with patch.object(_Packer, "fit", counted):
-        plan = cost_aware_ffd(problem)
+        return planner(problem), calls
+
+
+@settings(max_examples=80)
+@given(problems())
+def test_skipping_bins_of_other_pools_keeps_the_plans(problem: Problem) -> None:
+    every = frozenset(t.pool for t in problem.bin_types)
+    with patch.object(_Packer, "_pools_of", return_value=every):
+        plain = (karpenter_ffd(problem), cost_aware_ffd(problem))
+    assert (karpenter_ffd(problem), cost_aware_ffd(problem)) == plain
+
+
+def test_bins_of_another_pool_are_not_fitted_whatever_their_offerings() -> None:
+    # Karpenter-style bins of pool "pb" keep all ten of its offerings as candidates, more
+    # than ``_none_allowed`` looks at: pool "pa"'s small pods still pass them by
+    types = (
+        bt("a", 4000, 16384, 3000, pool="pa"),
+        *(bt(f"b{i}", 1000 + 100 * i, 4096, 1000 + i, pool="pb") for i in range(10)),
+    )
+    b_ids = [t.id for t in types[1:]]
+    large = [pc(f"b{i}", 1, 900, 256, b_ids) for i in range(10)]
+    small = [pc(f"a{i}", 1, 100 + i, 256, ["a"]) for i in range(5)]
+    problem = Problem(types, (*large, *small))
+    plan, calls = _fit_calls(karpenter_ffd, problem)
     assert not plan.unplaced
-    assert sorted(b.bin_type for b in plan.new_bins) == ["a"] + ["b"] * 20
-    # the small pods are only fitted against the bins of their own pool
+    assert violations(problem, plan) == []
     assert not [call for call in calls if call.startswith("a") and call.endswith("@pb")]
 
 
