@@ -120,6 +120,7 @@ class _Rules:
             if isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME
         )
         self.tracked = set(self.caps) | hostname_colocation | self.one_bin
+        self._groups: dict[str, list[str]] = {}
         self.types = {t.id: t for t in problem.bin_types}
         self.zone_bound = _zone_bound(problem)
 
@@ -128,7 +129,11 @@ class _Rules:
         return any(b.group[g] for g in self.one_bin)
 
     def groups(self, c: PodClass) -> list[str]:
-        return [g for g in c.topology if g in self.tracked]
+        """The groups of ``c`` a bin tracks (worked out once per class)."""
+        found = self._groups.get(c.key)
+        if found is None:
+            found = self._groups[c.key] = [g for g in c.topology if g in self.tracked]
+        return found
 
     def add(self, b: _Bin, c: PodClass, n: int) -> int:
         """Add up to ``n`` pods of ``c`` to ``b``; return how many went."""
@@ -284,9 +289,15 @@ class _Domain:
         self._empty_row = np.zeros(width, dtype=np.int64)
         self._empty_row[first_cap:first_target] = [rules.caps[g] for g in self.capped]
         self._no_need = np.zeros(width, dtype=np.int64)
-        self.free = np.array([self._row(b) for b in self.bins], dtype=np.int64).reshape(
-            len(self.bins), width
+        # column-major: the moves read a column of every bin (the room for one pod's ask)
+        self.free = np.asfortranarray(
+            np.array([self._row(b) for b in self.bins], dtype=np.int64).reshape(
+                len(self.bins), width
+            )
         )
+        # columns where some bin's room may be below 0 (a superset: a column never leaves it);
+        # elsewhere a pod asking nothing of a column fits every bin there
+        self._negative = (self.free < 0).any(axis=0)
         self.alive = np.ones(len(self.bins), dtype=np.bool_)
         zone_ids = sorted({b.t.zone for b in self.bins})
         self.zones = np.array([zone_ids.index(b.t.zone) for b in self.bins], dtype=np.int64)
@@ -343,15 +354,23 @@ class _Domain:
 
     def refresh(self, i: int) -> None:
         """Recompute bin ``i``'s rows (room, growth) after its pods or offering changed."""
-        self.free[i] = self._row(self.bins[i])
+        row = self._row(self.bins[i])
+        self.free[i] = row
+        self._negative |= row < 0
         if self.growth is not None:
             self.growth.refresh(i, self.bins[i])
 
     def takers(self, c: PodClass, i: int) -> list[int]:
         """Return the live bins but ``i`` whose room, caps and offering take a pod of ``c``."""
-        fits = (self.free >= self._need(c)).all(axis=1) & self.alive & self._allowed(c)
+        need = self._need(c)
+        fits = self.alive & self._allowed(c)
+        # only the columns the pod asks something of, or where room may be short of 0: with
+        # hundreds of hostname groups a row is wide, and a pod counts against one or two
+        for col in np.flatnonzero((need != 0) | self._negative).tolist():
+            fits &= self.free[:, col] >= need[col]
         fits[i] = False
-        return [int(j) for j in np.flatnonzero(fits)]
+        found: list[int] = np.flatnonzero(fits).tolist()
+        return found
 
     def empty(self, i: int) -> bool:
         """Move every pod of bin ``i`` onto the others (fullest first); undo all if one stays."""

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from solver.greedy import cost_aware_ffd, karpenter_ffd
-from solver.improve import _covers, improve
+from solver.improve import _covers, _Domain, _Rules, improve
 from solver.problem import (
     GPU_MILLI,
     Affinity,
@@ -18,6 +18,7 @@ from solver.problem import (
     CoLocation,
     NewBin,
     Placement,
+    PodClass,
     PoolLimit,
     Problem,
     Solution,
@@ -81,6 +82,49 @@ def test_emptied_plans_stay_valid_never_cost_more_and_keep_their_pods(problem: P
             assert out.cost_micros == cost(problem, out) <= start.cost_micros
             assert len(out.new_bins) <= len(start.new_bins)
             _same_pods(out, start)
+
+
+def _reference_takers(domain: _Domain, c: PodClass, i: int) -> list[int]:
+    """Bins (but ``i``) with room in every column for one pod of ``c``, by the whole row."""
+    fits = (domain.free >= domain._need(c)).all(axis=1) & domain.alive & domain._allowed(c)
+    fits[i] = False
+    return [int(j) for j in np.flatnonzero(fits)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems(), st.data())
+def test_takers_are_the_bins_with_room_in_every_column(
+    problem: Problem, data: st.DataObject
+) -> None:
+    rules = _Rules(problem)
+    bins = [rules.load(nb) for nb in cost_aware_ffd(problem).new_bins]
+    assume(len(bins) >= 2)
+    names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
+    domain = _Domain(rules, bins, names)
+    # a bin over its room in one column (no valid plan has one, but the rows must still hold)
+    j = data.draw(st.integers(0, len(bins) - 1))
+    column = data.draw(st.integers(0, domain.free.shape[1] - 2))
+    if column < len(names):
+        domain.bins[j].used[names[column]] += 10**9
+    else:
+        group = (domain.capped + domain.targets)[column - len(names)]
+        domain.bins[j].group[group] += 10**6 if group in rules.caps else 0
+    domain.refresh(j)
+    for c in problem.classes:
+        for i in range(len(bins)):
+            assert domain.takers(c, i) == _reference_takers(domain, c, i)
+
+
+def test_a_bin_short_of_room_where_a_pod_asks_nothing_still_takes_no_pod() -> None:
+    # class "a" asks no memory; bin 1 is over its memory: it takes no pod, whatever it asks
+    p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 2, 1000, 0, ["m"]),))
+    rules = _Rules(p)
+    bins = [rules.load(nb) for nb in _plan(p, [("m", {"a": 1}), ("m", {"a": 1})]).new_bins]
+    domain = _Domain(rules, bins, ["cpu", "memory", "pods"])
+    assert domain.takers(rules.classes["a"], 0) == [1]
+    bins[1].used["memory"] = 9000
+    domain.refresh(1)
+    assert domain.takers(rules.classes["a"], 0) == []
 
 
 def test_a_half_empty_bin_is_emptied_into_the_room_of_another() -> None:
