@@ -230,14 +230,22 @@ def _judge_group(
     return _GroupVerdict(info, _group_reason(pod, ref, members, context))
 
 
+_PROVISIONABLE: Final = Verdict.ok()
+"""The verdict of a provisionable pod in no group (frozen, so one object serves every pod)."""
+
+
 def _verdict(
-    pod: Pod, ref: PodGroupRef | None, group: _GroupVerdict | None, ctx: ProvisioningContext
+    pod: Pod,
+    ref: PodGroupRef | None,
+    group: _GroupVerdict | None,
+    ctx: ProvisioningContext,
+    ignore: str | None,
 ) -> Verdict:
-    reason = karpenter_ignore_reason(pod)
-    if reason is not None:
-        return Verdict.ignored(reason, ref)
+    """The verdict of ``pod``; ``ignore`` is its ``karpenter_ignore_reason``."""
+    if ignore is not None:
+        return Verdict.ignored(ignore, ref)
     if ref is None or group is None:
-        return Verdict.ok()
+        return _PROVISIONABLE
     reason = group.reason or _pod_reason(pod, ref, ctx) or _completeness_reason(group.info)
     if reason is not None:
         return Verdict.ignored(reason, ref)
@@ -256,10 +264,11 @@ def provisionable_verdict(pod: Pod, context: ProvisioningContext) -> Verdict:
         ``plan``'s ``ignored`` list (``pod group team-b/job is over its queue quota``).
     """
     ref = context.group_of(pod)
+    ignore = karpenter_ignore_reason(pod)
     group = None
-    if ref is not None and karpenter_ignore_reason(pod) is None:
+    if ref is not None and ignore is None:
         group = _judge_group(pod, ref, context, [pod])
-    return _verdict(pod, ref, group, context)
+    return _verdict(pod, ref, group, context, ignore)
 
 
 def provisionable_verdicts(pods: Iterable[Pod], context: ProvisioningContext) -> dict[str, Verdict]:
@@ -268,23 +277,26 @@ def provisionable_verdicts(pods: Iterable[Pod], context: ProvisioningContext) ->
     Pods of a group that are not in ``context.pods`` are counted as members.
     """
     batch = list(pods)
-    refs = {pod.key: context.group_of(pod) for pod in batch}
+    keys = [pod.key for pod in batch]
+    refs = [context.group_of(pod) for pod in batch]
+    if len(set(keys)) < len(keys):  # a repeated key takes the group of its last pod
+        last = dict(zip(keys, refs, strict=True))
+        refs = [last[key] for key in keys]
     extra: dict[GroupId, list[Pod]] = {}
-    for pod in batch:
-        ref = refs[pod.key]
+    for pod, ref in zip(batch, refs, strict=True):
         if ref is not None and _is_live(pod):
             extra.setdefault(ref.group_id, []).append(pod)
     groups: dict[GroupId, _GroupVerdict] = {}
     verdicts: dict[str, Verdict] = {}
-    for pod in batch:
-        ref = refs[pod.key]
+    for pod, key, ref in zip(batch, keys, refs, strict=True):
+        ignore = karpenter_ignore_reason(pod)
         group = None
-        if ref is not None and karpenter_ignore_reason(pod) is None:
+        if ref is not None and ignore is None:
             group = groups.get(ref.group_id)
             if group is None:
                 group = _judge_group(pod, ref, context, extra.get(ref.group_id, []))
                 groups[ref.group_id] = group
-        verdicts[pod.key] = _verdict(pod, ref, group, context)
+        verdicts[key] = _verdict(pod, ref, group, context, ignore)
     return verdicts
 
 

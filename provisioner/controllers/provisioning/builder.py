@@ -174,6 +174,8 @@ class _Derived:
     """
 
     device_memories: list[int] | None = None
+    by_id: dict[str, Option] | None = None
+    """The offerings by id (shared by the builds: never changed)."""
     fit_index: _FitIndex | None = None
     compatible: dict[tuple[Signature, tuple[Requirements, ...]], frozenset[str]] = field(
         default_factory=dict
@@ -228,7 +230,7 @@ def build_problem(view: ClusterView) -> Build:
         offered = enumerate_options(view.pools, daemons, view.region)
     options = _charge_reservations(offered, view.nodes)
     derived = _derived(memo) if memo is not None and options is offered else None
-    options_by_id = {o.id: o for o in options}
+    options_by_id = _by_id(options, derived)
     build = Build(
         problem=Problem(bin_types=(), classes=()),
         options=options_by_id,
@@ -277,6 +279,15 @@ def build_problem(view: ClusterView) -> Build:
         gpu_resource=GPU,
     )
     return build
+
+
+def _by_id(options: Sequence[Option], derived: _Derived | None) -> dict[str, Option]:
+    """The options by id (kept in ``derived``, whose options are always the same)."""
+    if derived is None:
+        return {o.id: o for o in options}
+    if derived.by_id is None:
+        derived.by_id = {o.id: o for o in options}
+    return derived.by_id
 
 
 # --- provisionability ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ offerings — are done per signature and cached, not per pod.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from provisioner.apis import labels as wk
@@ -107,11 +107,14 @@ class Signature:
             no node constraints.
         preferred: preferred node affinity terms, heaviest first.
         tolerations: the pod's tolerations.
+        uses_hostname: whether a required alternative names ``kubernetes.io/hostname`` (derived
+            from ``alternatives``, so it takes no part in equality; read once per signature).
     """
 
     alternatives: tuple[Requirements, ...]
     preferred: tuple[Requirements, ...]
     tolerations: tuple[Toleration, ...]
+    uses_hostname: bool = field(default=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +183,7 @@ def pod_facts(
             for v in pod.spec.volumes
             if v.persistent_volume_claim is not None
         ),
-        uses_hostname=_uses_hostname(signature),
+        uses_hostname=signature.uses_hostname,
     )
 
 
@@ -269,11 +272,11 @@ def _signature(pod: Pod, key: str) -> Signature:
         )
     except TaintError as error:
         raise PodError(f"Pod {key}: {error}") from error
-    return Signature(alternatives, preferred, tolerations)
+    return Signature(alternatives, preferred, tolerations, _uses_hostname(alternatives))
 
 
-def _uses_hostname(signature: Signature) -> bool:
-    return any(wk.LABEL_HOSTNAME in alternative for alternative in signature.alternatives)
+def _uses_hostname(alternatives: tuple[Requirements, ...]) -> bool:
+    return any(wk.LABEL_HOSTNAME in alternative for alternative in alternatives)
 
 
 def _spreads(constraints: tuple[TopologySpreadConstraint, ...]) -> tuple[SpreadTerm, ...]:
