@@ -297,7 +297,7 @@ class _Domain:
         )
         # columns where some bin's room may be below 0 (a superset: a column never leaves it);
         # elsewhere a pod asking nothing of a column fits every bin there
-        self._negative = (self.free < 0).any(axis=0)
+        self.maybe_short: npt.NDArray[np.bool_] = np.asarray((self.free < 0).any(axis=0))
         self.alive = np.ones(len(self.bins), dtype=np.bool_)
         zone_ids = sorted({b.t.zone for b in self.bins})
         self.zones = np.array([zone_ids.index(b.t.zone) for b in self.bins], dtype=np.int64)
@@ -356,7 +356,7 @@ class _Domain:
         """Recompute bin ``i``'s rows (room, growth) after its pods or offering changed."""
         row = self._row(self.bins[i])
         self.free[i] = row
-        self._negative |= row < 0
+        self.maybe_short |= row < 0
         if self.growth is not None:
             self.growth.refresh(i, self.bins[i])
 
@@ -366,7 +366,7 @@ class _Domain:
         fits = self.alive & self._allowed(c)
         # only the columns the pod asks something of, or where room may be short of 0: with
         # hundreds of hostname groups a row is wide, and a pod counts against one or two
-        for col in np.flatnonzero((need != 0) | self._negative).tolist():
+        for col in np.flatnonzero((need != 0) | self.maybe_short).tolist():
             fits &= self.free[:, col] >= need[col]
         fits[i] = False
         found: list[int] = np.flatnonzero(fits).tolist()
@@ -453,9 +453,11 @@ class _Domain:
         extra = 0
         here = self.zones == self.zones[i] if c.key in self.rules.zone_bound else True
         # hostname caps and co-location targets the pod counts against
-        rules = k + np.flatnonzero(need[k:-1])
+        rules = (k + np.flatnonzero(need[k:-1])).tolist()
         while n:
-            fits = (self.free[:, rules] >= need[rules]).all(axis=1) & self.alive & here
+            fits = self.alive & here
+            for col in rules:
+                fits &= self.free[:, col] >= need[col]
             fits[i] = False
             found = self.growth.cheapest(c, np.flatnonzero(fits), self.free[:, :k])
             if found is None:
@@ -728,7 +730,10 @@ class _Swaps:
         rows = np.fromiter(sorted(held), dtype=np.intp, count=len(held))
         change = self.demand[self.index[b]] - self.demand[self.index[a]]
         k = len(d.names)
-        room = d.alive[rows] & (d.free[rows, :k] + change >= 0).all(axis=1)
+        room: npt.NDArray[np.bool_] = d.alive[rows]
+        # a resource the swap frees (or keeps) stays at 0 or above where it was
+        for r in np.flatnonzero((change < 0) | d.maybe_short[:k]).tolist():
+            room &= d.free[rows, r] + change[r] >= 0
         for j in rows[room].tolist():
             x = d.bins[j]
             if x.t.id in ca.allowed_bin_types and self._caps_allow(x, cb, ca):
