@@ -338,8 +338,9 @@ class Problem:
         gangs = {g.id for g in self.gangs}
         topo = {t.id for t in self.topology}
         keys = {c.key for c in self.classes}
+        known: set[frozenset[str]] = set()  # allowed sets already found known (shared by many)
         for c in self.classes:
-            _check_class(c, types, existing, gangs, topo)
+            _check_class(c, types, existing, gangs, topo, known=known)
         for g in self.gangs:
             total = sum(c.count for c in self.classes_of_gang(g.id))
             if not g.min_count >= 1:
@@ -358,14 +359,22 @@ class Problem:
 
 
 def _check_class(
-    c: PodClass, types: set[str], existing: set[str], gangs: set[str], topo: set[str]
+    c: PodClass,
+    types: set[str],
+    existing: set[str],
+    gangs: set[str],
+    topo: set[str],
+    *,
+    known: set[frozenset[str]],
 ) -> None:
     if c.count < 0 or any(v < 0 for v in c.demand.values()):
         raise ProblemError(f"class {c.key}: negative count or demand")
     if not 0 <= c.gpu_fraction_milli < GPU_MILLI:
         raise ProblemError(f"class {c.key}: gpu_fraction_milli must be in 0..999")
-    if unknown := c.allowed_bin_types - types:
-        raise ProblemError(f"class {c.key}: allowed_bin_types unknown {sorted(unknown)}")
+    if c.allowed_bin_types not in known:
+        if unknown := c.allowed_bin_types - types:
+            raise ProblemError(f"class {c.key}: allowed_bin_types unknown {sorted(unknown)}")
+        known.add(c.allowed_bin_types)
     if unknown := c.allowed_existing - existing:
         raise ProblemError(f"class {c.key}: allowed_existing unknown {sorted(unknown)}")
     if c.gang is not None and c.gang not in gangs:

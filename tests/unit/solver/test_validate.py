@@ -11,6 +11,7 @@ from solver.problem import (
     Gang,
     NewBin,
     Placement,
+    PodClass,
     PoolLimit,
     Problem,
     ProblemError,
@@ -142,6 +143,15 @@ def test_pool_weight_violation():
 def test_validate_structure_rejects_bad_input():
     with pytest.raises(ProblemError, match="unknown"):
         Problem(TYPES, (pc("c", 1, 1, 1, ["nope"]),)).validate_structure()
+    # a set checked once is not checked again, a different one still is
+    shared = frozenset({"s"})
+    classes = (
+        PodClass("a", 1, {"cpu": 1}, shared),
+        PodClass("b", 1, {"cpu": 1}, shared),
+        PodClass("c", 1, {"cpu": 1}, frozenset({"s", "nope"})),
+    )
+    with pytest.raises(ProblemError, match=r"class c: allowed_bin_types unknown \['nope'\]"):
+        Problem(TYPES, classes).validate_structure()
     with pytest.raises(ProblemError, match="duplicate"):
         Problem((TYPES[0], TYPES[0]), ()).validate_structure()
     with pytest.raises(ProblemError, match="min_count"):
