@@ -364,8 +364,8 @@ class _Domain:
         """Return the live bins but ``i`` whose room, caps and offering take a pod of ``c``."""
         need = self._need(c)
         fits = self.alive & self._allowed(c)
-        # only the columns the pod asks something of, or where room may be short of 0: with
-        # hundreds of hostname groups a row is wide, and a pod counts against one or two
+        # only the columns the pod asks something of, or where room may be short of 0: a row
+        # has a column per hostname group and target, and a pod counts against few of them
         for col in np.flatnonzero((need != 0) | self.maybe_short).tolist():
             fits &= self.free[:, col] >= need[col]
         fits[i] = False
