@@ -114,7 +114,7 @@ class Signature:
     alternatives: tuple[Requirements, ...]
     preferred: tuple[Requirements, ...]
     tolerations: tuple[Toleration, ...]
-    uses_hostname: bool = field(default=False, compare=False, repr=False)
+    uses_hostname: bool = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,14 +101,14 @@ def test_takers_are_the_bins_with_room_in_every_column(
     assume(len(bins) >= 2)
     names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
     domain = _Domain(rules, bins, names)
-    # a bin over its room in one column (no valid plan has one, but the rows must still hold)
+    # a bin over its room in a resource or a hostname cap (no valid plan has one, but the
+    # rows must still hold); target columns only grow with pods, so they never go below 0
     j = data.draw(st.integers(0, len(bins) - 1))
-    column = data.draw(st.integers(0, domain.free.shape[1] - 2))
+    column = data.draw(st.integers(0, len(names) + len(domain.capped) - 1))
     if column < len(names):
         domain.bins[j].used[names[column]] += 10**9
     else:
-        group = (domain.capped + domain.targets)[column - len(names)]
-        domain.bins[j].group[group] += 10**6 if group in rules.caps else 0
+        domain.bins[j].group[domain.capped[column - len(names)]] += 10**6
     domain.refresh(j)
     for c in problem.classes:
         for i in range(len(bins)):

@@ -143,7 +143,7 @@ def test_pool_weight_violation():
 def test_validate_structure_rejects_bad_input():
     with pytest.raises(ProblemError, match="unknown"):
         Problem(TYPES, (pc("c", 1, 1, 1, ["nope"]),)).validate_structure()
-    # a set checked once is not checked again, a different one still is
+    # sets found known are remembered: a later, different set is still checked
     shared = frozenset({"s"})
     classes = (
         PodClass("a", 1, {"cpu": 1}, shared),
