@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final, NamedTuple, TextIO
 
 import yaml
 
@@ -366,6 +366,21 @@ _INDENT: Final = re.compile(r" *")
 
 _BLOCK: Final = object()
 """A line's value that is the block below it (``key:``)."""
+_ANCHOR_NAME: Final = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+class _Anchored(NamedTuple):
+    """A line's value that is the block below it, anchored (``key: &name``)."""
+
+    name: str
+
+
+class _Alias(NamedTuple):
+    """A line's value that is an anchored block above it (``key: *name``)."""
+
+    name: str
+
+
 _NEW_LIST: Final = object()
 _NEW_MAP: Final = object()
 _SEPARATOR: Final = (-1, False, None, None)
@@ -377,9 +392,11 @@ def _from_lines(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - on
     Only the plainest block YAML (what PyYAML's and kubectl's dumpers write for manifests)
     is read here: printable ASCII; one ``key: value``, ``key:``, ``- key: value`` or
     ``- value`` per line; values plain (resolved as :func:`_plain_scalar` resolves them),
-    single-quoted on one line, ``[]`` or ``{}``; ``---`` between documents. Anything else
-    (comments, flow collections, double quotes, block or multi-line scalars, anchors, tags,
-    empty values or documents, odd indentation, non-string keys) raises
+    single-quoted on one line, ``[]`` or ``{}``, an anchored block (``key: &name``) or an
+    alias (``key: *name``, the anchored object itself, as PyYAML builds it, anchors holding
+    within their document); ``---`` between documents. Anything else (comments, flow
+    collections, double quotes, block or multi-line scalars, other anchors, tags, empty
+    values or documents, odd indentation, non-string keys) raises
     :class:`_NotPlainError` and is read by libyaml instead, so what this returns is always
     what ``yaml.safe_load_all`` returns. Each distinct line is looked at once.
     """
@@ -395,6 +412,8 @@ def _from_lines(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - on
     pending: Any = None  # the mapping whose last key (``key:``) awaits a block value
     pending_key: str | None = None
     pending_at = 0
+    pending_anchor: str | None = None
+    anchors: dict[str, object] = {}
     started = False  # a `---` opened a document
     try:
         for line in text.split("\n"):
@@ -409,7 +428,7 @@ def _from_lines(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - on
                     raise _NotPlainError  # an empty document or value
                 if root is not None:
                     documents.append(root)
-                root, stack, started = None, [], True
+                root, stack, started, anchors = None, [], True, {}
                 continue
             if pending is not None:
                 if column > pending_at or (column == pending_at and item):
@@ -417,6 +436,11 @@ def _from_lines(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - on
                     pending[pending_key] = child
                     stack.append((column, child))
                     pending = None
+                    if pending_anchor is not None:
+                        if pending_anchor in anchors:
+                            raise _NotPlainError  # a repeated anchor
+                        anchors[pending_anchor] = child
+                        pending_anchor = None
                 else:
                     raise _NotPlainError  # an empty value (null)
             elif root is None:
@@ -450,6 +474,14 @@ def _from_lines(text: str) -> list[object]:  # noqa: C901, PLR0912, PLR0915 - on
             elif value is block:
                 pending, pending_key, pending_at = top, key, column
                 continue
+            elif value.__class__ is _Anchored:
+                pending, pending_key, pending_at = top, key, column
+                pending_anchor = value.name
+                continue
+            elif value.__class__ is _Alias:
+                value = anchors.get(value.name, anchors)
+                if value is anchors or any(value is open_ for _, open_ in stack):
+                    raise _NotPlainError  # undefined, or a container still open
             if key is None:
                 top.append(value)
             else:
@@ -486,6 +518,10 @@ def _line_shape(
         return column, item, key, _BLOCK
     if not raw or raw[0] == " ":
         raise _NotPlainError
+    if raw[0] in "&*":
+        if _ANCHOR_NAME.match(raw, 1) is None:
+            raise _NotPlainError  # an anchored scalar or an odd name
+        return column, item, key, (_Anchored if raw[0] == "&" else _Alias)(raw[1:])
     return column, item, key, _scalar(raw, loader, scalars)
 
 

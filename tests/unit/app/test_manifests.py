@@ -326,9 +326,9 @@ def test_plain_manifests_are_read_line_by_line(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(manifests, "_from_events", parsed)
     monkeypatch.setattr(manifests, "_from_nodes", parsed)
     objects = workloads.karpenter_diverse(100).objects + workloads.gpu_gangs(40).objects
-    objects += workloads.realistic_mix(40).objects
+    objects += workloads.realistic_mix(40).objects + workloads.constraint_mix(60).objects
     for text in (
-        yaml.safe_dump_all(objects, sort_keys=False),
+        yaml.safe_dump_all(objects, sort_keys=False),  # with anchors for shared selectors
         yaml.safe_dump_all(objects, explicit_start=True, width=40),
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: 'it''s'\n  labels:\n    a: b c\n",
     ):
@@ -337,6 +337,8 @@ def test_plain_manifests_are_read_line_by_line(monkeypatch: pytest.MonkeyPatch) 
 
 ODD = [
     # what the line reader reads itself
+    "a: &x\n  b: 1\nc:\n  d: *x\n  e: *x\n---\na: &x\n- 1\nb: *x\n",
+    "- k: &a-1\n    v: 1\n  m: *a-1\n- k: &a_2\n  - x\n",
     "a: 12345678901234567890123\nb: -1.5e-300\nc: .inf\nd: 0x1F\ne: 017\nf: 1_000\ng: 1:30\n",
     "a: yes\nb: Off\nc: null\nd: ~\ne: 2001-12-14\nf: 2001-12-14t21:59:43.10-05:00\n",
     "a: 'True'\nb: ''\nc: '1'\nd: 'it''s'\ne: it's\nf: x:y\ng: http://h:80/p\n",
@@ -354,6 +356,16 @@ ODD = [
     "a: b # comment\n",
     'a: "quoted"\n',
     "a: &x 1\nb: *x\n",
+    "a: &x\n  b: *x\n",
+    "a: *x\nb: &x\n  c: 1\n",
+    "a: &x\n  b: 1\nc: &x\n  d: 2\n",
+    "---\na: &x\n  b: 1\n---\nc: *x\n",
+    "a: &x\nb: 1\n",
+    "a: &x\n",
+    "a: & x\n  b: 1\n",
+    "a: &x.y\n  b: 1\n",
+    "a: *x y\n",
+    "- &x\n  a: 1\n- *x\n",
     "a: !!str 5\n",
     "<<: {a: 1}\n",
     "a:\nb: 1\n",
@@ -398,9 +410,18 @@ def test_odd_text_reads_as_pyyaml_reads_it(text: str) -> None:
     assert lines == "declined" or repr(lines) == repr(expected)
 
 
+def test_an_alias_read_line_by_line_is_the_anchored_object() -> None:
+    text = "a: &x\n  b: 1\nc:\n  d: *x\n---\na: &x\n  b: 2\nc: *x\n"
+    lines: Any = _lines_or_declined(text)
+    assert lines == _libyaml(text)
+    assert lines[0]["c"]["d"] is lines[0]["a"]
+    assert lines[1]["c"] is lines[1]["a"]  # anchors hold within their document
+    assert lines[1]["c"] == {"b": 2}
+
+
 def test_the_line_reader_reads_the_plain_odd_texts_itself() -> None:
     read = [text for text in ODD if _lines_or_declined(text) != "declined"]
-    assert read == ODD[:10]
+    assert read == ODD[:12]
 
 
 def _random_value(rng: random.Random, depth: int) -> object:
