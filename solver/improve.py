@@ -528,11 +528,19 @@ class _Growth:
         self.own = np.zeros((len(bins), len(names)), dtype=np.int64)
         self.current = np.zeros(len(bins), dtype=np.int64)
         self.allowed = np.zeros((len(bins), len(offerings.list)), dtype=np.bool_)
+        # when each bin's row last changed (a count of refreshes), and per demand the spare
+        # room of every bin (``_spare``) with the count it is up to date with
+        self.changed = np.zeros(len(bins), dtype=np.int64)
+        self.refreshes = 0
+        self.spares: dict[bytes, tuple[npt.NDArray[np.float64], int]] = {}
+        self.demands: dict[str, npt.NDArray[np.int64]] = {}
         for j, b in enumerate(bins):
             self.refresh(j, b)
 
     def refresh(self, j: int, b: _Bin) -> None:
         """Recompute bin ``j``'s row after its pods or offering changed."""
+        self.refreshes += 1
+        self.changed[j] = self.refreshes
         self.own[j] = [b.t.capacity.get(r, 0) for r in self.names]
         self.current[j] = b.t.price_micros
         zone = self.o.in_zone.get(b.t.zone)
@@ -555,13 +563,15 @@ class _Growth:
         """
         if not candidates.size or not self.o.list:
             return None
-        demand = np.array([c.demand.get(r, 0) for r in self.names], dtype=np.int64)
-        room = free[candidates] - demand
+        demand = self.demands.get(c.key)
+        if demand is None:
+            demand = np.array([c.demand.get(r, 0) for r in self.names], dtype=np.int64)
+            self.demands[c.key] = demand
         if candidates.size > _GROW_CANDIDATES:
-            spare = (room / np.maximum(self.own[candidates], 1)).min(axis=1)
+            spare = self._spare(demand, free)[candidates]
             top = np.argpartition(-spare, _GROW_CANDIDATES)[:_GROW_CANDIDATES]
             candidates = candidates[np.sort(top)]
-            room = free[candidates] - demand
+        room = free[candidates] - demand
         for j in candidates[(room >= 0).all(axis=1)].tolist():
             if self.bins[j].t.id in c.allowed_bin_types:
                 return j, None
@@ -581,6 +591,27 @@ class _Growth:
         )
         n = int(np.argmin(extra))
         return int(candidates[n]), self.o.list[int(first[n])]
+
+    def _spare(
+        self, demand: npt.NDArray[np.int64], free: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """Per bin, the least share of its offering's capacity left after a pod of ``demand``.
+
+        Kept per demand (classes share a few) and recomputed only for the bins refreshed
+        since: the same numbers, element by element, as computing every bin's afresh.
+        """
+        key = demand.tobytes()
+        kept = self.spares.get(key)
+        if kept is None:
+            spare = ((free - demand) / np.maximum(self.own, 1)).min(axis=1)
+        else:
+            spare, upto = kept
+            stale = np.flatnonzero(self.changed > upto)
+            if stale.size:
+                room = free[stale] - demand
+                spare[stale] = (room / np.maximum(self.own[stale], 1)).min(axis=1)
+        self.spares[key] = (spare, self.refreshes)
+        return spare
 
 
 _SWAP_DONOR_PODS = 16

@@ -115,6 +115,30 @@ def test_takers_are_the_bins_with_room_in_every_column(
             assert domain.takers(c, i) == _reference_takers(domain, c, i)
 
 
+@settings(max_examples=100, deadline=None)
+@given(problems(), st.data())
+def test_the_kept_spare_room_is_every_bins_afresh(problem: Problem, data: st.DataObject) -> None:
+    rules = _Rules(problem)
+    bins = [rules.load(nb) for nb in cost_aware_ffd(problem).new_bins]
+    assume(len(bins) >= 2)
+    names = sorted({r for c in problem.classes for r, v in c.demand.items() if v > 0})
+    domain = _Domain(rules, bins, names, list(problem.bin_types), growing=True)
+    growth = domain.growth
+    assert growth is not None
+    k = len(names)
+    for _ in range(data.draw(st.integers(1, 6))):
+        # a class's spare room is asked for (and kept), then some bins change
+        c = data.draw(st.sampled_from(problem.classes))
+        demand = np.array([c.demand.get(r, 0) for r in names], dtype=np.int64)
+        fresh = ((domain.free[:, :k] - demand) / np.maximum(growth.own, 1)).min(axis=1)
+        assert growth._spare(demand, domain.free[:, :k]).tolist() == fresh.tolist()
+        for j in data.draw(st.lists(st.integers(0, len(bins) - 1), max_size=3)):
+            name = data.draw(st.sampled_from(names)) if names else None
+            if name is not None:
+                domain.bins[j].used[name] += data.draw(st.integers(-500, 500))
+            domain.refresh(j)
+
+
 def test_a_bin_short_of_room_where_a_pod_asks_nothing_still_takes_no_pod() -> None:
     # class "a" asks no memory; bin 1 is over its memory: it takes no pod, whatever it asks
     p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 2, 1000, 0, ["m"]),))
