@@ -602,6 +602,7 @@ class _Growth:
         """
         key = demand.tobytes()
         kept = self.spares.get(key)
+        spare: npt.NDArray[np.float64]
         if kept is None:
             spare = ((free - demand) / np.maximum(self.own, 1)).min(axis=1)
         else:
