@@ -615,6 +615,8 @@ class _Growth:
         return spare
 
 
+_SHRINK_ROUNDS = 4
+"""Rounds of shedding then swapping ``improve`` makes at most (each frees room for the other)."""
 _SWAP_DONOR_PODS = 16
 """Bins with more pods do not swap: one pod less rarely lets a large bin shrink."""
 _SWAP_TRIES = 32
@@ -1180,10 +1182,11 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
 
     Per zone and pool: bins are emptied into the room of others, then (per pool) into others
     moved to larger offerings where that costs less than the emptied bin
-    (``_Domain.empty_growing``), then sets of bins are consolidated, then pods are swapped so
-    bins shrink (``_Swaps``), then bins shed pods into the others' room to shrink (``_Shed``);
-    each move in every domain before the next, so the cheaper moves are done when the
-    deadline comes.
+    (``_Domain.empty_growing``), then sets of bins are consolidated, then bins shed pods into
+    the others' room to shrink (``_Shed``) and pods are swapped so bins shrink (``_Swaps``),
+    these two in turn while either finds a move (at most ``_SHRINK_ROUNDS`` times); each move
+    in every domain before the next, so the cheaper moves are done when the deadline comes.
+    Shedding goes first: on large plans it saves more per second than swapping.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
@@ -1198,10 +1201,15 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
         changed |= search.grow(pool)
     for key, members in search.domains.items():
         changed |= search.consolidate(key, members)
-    for key, members in search.domains.items():
-        changed |= search.swap(key, members)
-    for key, members in search.domains.items():
-        changed |= search.shed(key, members)
+    for _ in range(_SHRINK_ROUNDS):
+        moved = False
+        for key, members in search.domains.items():
+            moved |= search.shed(key, members)
+        for key, members in search.domains.items():
+            moved |= search.swap(key, members)
+        changed |= moved
+        if not moved:
+            break
     if not changed:
         return plan
     alive = [b for b in search.bins if b.alive]
