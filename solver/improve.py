@@ -1177,7 +1177,9 @@ def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
     return out
 
 
-def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) -> Solution:
+def improve(
+    problem: Problem, plan: Solution, *, deadline: float | None = None, shed_first: bool = False
+) -> Solution:
     """Return ``plan`` with bins emptied, merged or shrunk (``plan`` itself when none saves).
 
     Per zone and pool: bins are emptied into the room of others, then (per pool) into others
@@ -1188,12 +1190,16 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
     in every domain before the next, so the cheaper moves are done when the deadline comes.
     Shedding goes first: on large plans it saves more per second than swapping.
 
+    ``shed_first``: one round of shedding and swapping comes before everything else. For
+    plans of full bins (Karpenter's first-fit-decreasing fills each bin up to its largest
+    offering), where few bins empty or grow and shrinking is where the savings are.
+
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
     """
     if len(plan.new_bins) < _PAIR:
         return plan
     search = _Search(problem, plan, deadline)
-    changed = False
+    changed = shed_first and search.shrink(rounds=1)
     # cheap moves first, in every domain, then dearer ones, as time allows
     for key, members in search.domains.items():
         changed |= search.empty(key, members)
@@ -1201,15 +1207,7 @@ def improve(problem: Problem, plan: Solution, *, deadline: float | None = None) 
         changed |= search.grow(pool)
     for key, members in search.domains.items():
         changed |= search.consolidate(key, members)
-    for _ in range(_SHRINK_ROUNDS):
-        moved = False
-        for key, members in search.domains.items():
-            moved |= search.shed(key, members)
-        for key, members in search.domains.items():
-            moved |= search.swap(key, members)
-        changed |= moved
-        if not moved:
-            break
+    changed |= search.shrink(rounds=_SHRINK_ROUNDS)
     if not changed:
         return plan
     alive = [b for b in search.bins if b.alive]
@@ -1251,6 +1249,20 @@ class _Search:
             if domain.empty(i):
                 changed = True
                 self.ledger.drop(domain.bins[i].t)
+        return changed
+
+    def shrink(self, *, rounds: int) -> bool:
+        """Shed, then swap, in every domain; again while either moves, ``rounds`` at most."""
+        changed = False
+        for _ in range(rounds):
+            moved = False
+            for key, members in self.domains.items():
+                moved |= self.shed(key, members)
+            for key, members in self.domains.items():
+                moved |= self.swap(key, members)
+            changed |= moved
+            if not moved:
+                break
         return changed
 
     def consolidate(self, key: tuple[str, str], members: list[_Bin]) -> bool:

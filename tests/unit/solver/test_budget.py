@@ -129,9 +129,9 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
 
     deadlines: list[float | None] = []
 
-    def polish(problem, plan, *, deadline=None):
+    def polish(problem, plan, *, deadline=None, shed_first=False):
         deadlines.append(deadline)
-        return improve(problem, plan, deadline=deadline)
+        return improve(problem, plan, deadline=deadline, shed_first=shed_first)
 
     monkeypatch.setattr(cpsat, "_greedy_tiers", slow)
     monkeypatch.setattr(cpsat, "_dive_plans", dive)

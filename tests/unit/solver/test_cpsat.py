@@ -1,5 +1,7 @@
 import dataclasses
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from solver.bounds import fluid_bound
@@ -13,6 +15,8 @@ from solver.problem import (
     SpreadConstraint,
     Status,
     TopologyKey,
+    Unplaced,
+    UnplacedReason,
 )
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
@@ -140,3 +144,45 @@ def test_a_decisive_greedy_plan_is_returned_at_once(problem):
     assert dataclasses.replace(never.best, seconds=0.0) == dataclasses.replace(
         solve(problem, TEST_CONFIG), seconds=0.0
     )
+
+
+def _priced(cost: int, unplaced: int = 0) -> Solution:
+    left = (Unplaced("a", unplaced, UnplacedReason.TOPOLOGY),) if unplaced else ()
+    return Solution((), (), left, cost, 0, Status.GREEDY)
+
+
+def test_karpenters_full_bins_are_polished_first_when_not_much_dearer() -> None:
+    from solver.cpsat import _first_polished  # noqa: PLC0415
+
+    cost_aware, karpenter = _priced(1000), _priced(1250)
+    assert _first_polished([cost_aware, karpenter]) is karpenter
+    cost_aware, karpenter = _priced(1000), _priced(1251)
+    assert _first_polished([cost_aware, karpenter]) is cost_aware
+    # never a plan that leaves more pods unplaced, however cheap
+    cost_aware, karpenter = _priced(1000), _priced(900, unplaced=1)
+    assert _first_polished([cost_aware, karpenter]) is cost_aware
+    only = _priced(1000)
+    assert _first_polished([only]) is only  # the cost-aware plan ran out of time
+
+
+def test_the_first_polish_of_karpenters_plan_sheds_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from solver import cpsat  # noqa: PLC0415
+
+    p = Problem(
+        (bt("m", 4000, 8192, 400), bt("l", 8000, 16384, 700)),
+        (pc("a", 5, 1500, 1024, ["m", "l"]),),
+    )
+    from solver.improve import improve as original  # noqa: PLC0415
+
+    calls: list[tuple[int, bool]] = []
+
+    def polish(problem: Problem, plan: Solution, **kwargs: Any) -> Solution:
+        calls.append((plan.cost_micros, kwargs.get("shed_first", False)))
+        return original(problem, plan, **kwargs)
+
+    monkeypatch.setattr(cpsat, "improve", polish)
+    karpenter = karpenter_ffd(p)
+    cost_aware = cost_aware_ffd(p)
+    assert karpenter.cost_micros <= 1.25 * cost_aware.cost_micros
+    solve(p, TEST_CONFIG)
+    assert calls[0] == (karpenter.cost_micros, True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -71,13 +73,15 @@ def _same_pods(a: Solution, b: Solution) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(problems())
-def test_emptied_plans_stay_valid_never_cost_more_and_keep_their_pods(problem: Problem) -> None:
+@given(problems(), st.booleans())
+def test_emptied_plans_stay_valid_never_cost_more_and_keep_their_pods(
+    problem: Problem, shed_first: bool
+) -> None:
     for plan in (karpenter_ffd(problem), cost_aware_ffd(problem)):
         for start in (plan, _singletons(problem, plan)):
             if start is not plan:
                 assume(violations(problem, start) == [])
-            out = improve(problem, start)
+            out = improve(problem, start, shed_first=shed_first)
             assert violations(problem, out) == []
             assert out.cost_micros == cost(problem, out) <= start.cost_micros
             assert len(out.new_bins) <= len(start.new_bins)
@@ -552,3 +556,26 @@ def test_consolidation_without_unused_columns_merges_the_same_bins(problem: Prob
     with patch.object(_Consolidation, "__init__", every_column):
         plain = improve(problem, plan)
     assert improve(problem, plan) == plain
+
+
+def test_shed_first_shrinks_bins_before_emptying_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from solver import improve as module  # noqa: PLC0415
+
+    p = Problem((bt("m", 4000, 8192, 400),), (pc("a", 3, 1000, 1024, ["m"]),))
+    start = _plan(p, [("m", {"a": 2}), ("m", {"a": 1})])
+    for shed_first, first in ((False, "empty"), (True, "shed")):
+        calls: list[str] = []
+        for name in ("empty", "shed", "swap"):
+            method = getattr(module._Search, name)
+
+            def traced(
+                self: Any, *args: Any, _m: Any = method, _n: str = name, _c: list[str] = calls
+            ) -> bool:
+                _c.append(_n)
+                return bool(_m(self, *args))
+
+            monkeypatch.setattr(module._Search, name, traced)
+        out = improve(p, start, shed_first=shed_first)
+        monkeypatch.undo()
+        assert calls[0] == first
+        assert out.cost_micros == 400  # either way the half-empty bin goes
