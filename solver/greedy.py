@@ -1447,8 +1447,11 @@ class _Packer:
             t for t in rules if isinstance(t, Affinity) and not any(counts[t.id].values())
         ]
         price = self._zone_price(c, open_affinity, zones)
+        # each zone's load (``_load``), kept as pods are given zones: every group of the
+        # class counts each pod once
+        load = {z: self._load(c, z, counts) for z in zones}
         for _ in range(n):
-            order = sorted(zones, key=lambda z: (self._load(c, z, counts), price.get(z, 0), z))
+            order = sorted(zones, key=lambda z: (load[z], price.get(z, 0), z))
             pick = next(
                 (
                     z
@@ -1461,6 +1464,7 @@ class _Packer:
             if pick is None:
                 break
             quota[pick] += 1
+            load[pick] += len(c.topology)
             for tid in c.topology:
                 counts[tid][pick] += 1
         return quota
