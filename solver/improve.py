@@ -597,14 +597,17 @@ class _Growth:
     ) -> npt.NDArray[np.float64]:
         """Per bin, the least share of its offering's capacity left after a pod of ``demand``.
 
-        Kept per demand (classes share a few) and recomputed only for the bins refreshed
-        since: the same numbers, element by element, as computing every bin's afresh.
+        Kept for the last ``_SPARE_DEMANDS`` demands asked (classes mostly share a few) and
+        recomputed only for the bins refreshed since: the same numbers, element by element, as
+        computing every bin's afresh.
         """
         key = demand.tobytes()
-        kept = self.spares.get(key)
+        kept = self.spares.pop(key, None)
         spare: npt.NDArray[np.float64]
         if kept is None:
             spare = ((free - demand) / np.maximum(self.own, 1)).min(axis=1)
+            if len(self.spares) >= _SPARE_DEMANDS:
+                del self.spares[next(iter(self.spares))]  # the least recently asked
         else:
             spare, upto = kept
             stale = np.flatnonzero(self.changed > upto)
@@ -615,6 +618,8 @@ class _Growth:
         return spare
 
 
+_SPARE_DEMANDS = 64
+"""Demands whose spare room per bin ``_Growth`` keeps (a generated mix may have thousands)."""
 _SHRINK_ROUNDS = 4
 """Rounds of shedding then swapping ``improve`` makes at most (each frees room for the other)."""
 _SWAP_DONOR_PODS = 16

@@ -579,3 +579,28 @@ def test_shed_first_shrinks_bins_before_emptying_them(monkeypatch: pytest.Monkey
         monkeypatch.undo()
         assert calls[0] == first
         assert out.cost_micros == 400  # either way the half-empty bin goes
+
+
+def test_the_spare_room_is_kept_for_the_last_demands_asked_only() -> None:
+    from unittest.mock import patch  # noqa: PLC0415
+
+    from solver import improve as module  # noqa: PLC0415
+
+    p = Problem(
+        (bt("m", 4000, 8192, 400),),
+        tuple(pc(f"a{i}", 2, 500 + 100 * i, 1024, ["m"]) for i in range(4)),
+    )
+    rules = _Rules(p)
+    bins = [rules.load(nb) for nb in _plan(p, [("m", {f"a{i}": 2}) for i in range(4)]).new_bins]
+    names = ["cpu", "memory", "pods"]
+    domain = _Domain(rules, bins, names, list(p.bin_types), growing=True)
+    growth = domain.growth
+    assert growth is not None
+    free = domain.free[:, : len(names)]
+    with patch.object(module, "_SPARE_DEMANDS", 2):
+        for c in [*p.classes, *reversed(p.classes)]:
+            demand = np.array([c.demand.get(r, 0) for r in names], dtype=np.int64)
+            fresh = ((free - demand) / np.maximum(growth.own, 1)).min(axis=1)
+            assert growth._spare(demand, free).tolist() == fresh.tolist()
+            assert len(growth.spares) <= 2
+            assert next(reversed(growth.spares)) == demand.tobytes()  # the latest is kept
