@@ -11,7 +11,9 @@ with both greedy plans (which fall through too) and the better one is kept; its 
 weight-aware one (``bounds.tiered_bound``).
 
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
-   ``karpenter_ffd`` and keeps the better (more pods placed, then cheaper, then fewer bins),
+   ``karpenter_ffd`` (with groups held to one bin placed whole: Karpenter's own plan leaves
+   out the members a bin other pods filled has no room for) and keeps the better (more pods
+   placed, then cheaper, then fewer bins),
    computes the fluid bound, empties its bins into each other (``solver.improve``) to the
    end, the time limit allowing, then the other plan's within the budget;
 2. the LP phases work on the problem with interchangeable classes merged when it has many
@@ -571,7 +573,7 @@ def budget_seconds(problem: Problem, config: SolverConfig) -> float:
 
 
 def _greedy_plans(problem: Problem, hard: float, log: Callable[[str], None]) -> list[Solution]:
-    plans = [karpenter_ffd(problem, fall_through=False)]
+    plans = [karpenter_ffd(problem, fall_through=False, whole_groups=True)]
     try:
         plans.insert(0, cost_aware_ffd(problem, deadline=hard, fall_through=False))
     except GreedyTimeout:
@@ -598,7 +600,8 @@ class Solved:
     Attributes:
         best: the optimiser's plan (``solve``'s answer), or the first decisive greedy plan.
         greedy: the greedy plans it started from (cost-aware first-fit first, then
-            Karpenter's first-fit-decreasing), whole (all tiers).
+            Karpenter's first-fit-decreasing with one-bin groups placed whole), whole (all
+            tiers).
     """
 
     best: Solution
@@ -696,7 +699,7 @@ def _valued_tiers(
 
 def _greedy_tiers(problem: Problem, hard: float, log: Callable[[str], None]) -> list[tiers.Tiers]:
     """Return the greedy plans made in tiers (cost-aware first unless out of time)."""
-    plans = [plan_tiers(problem, karpenter=True)]
+    plans = [plan_tiers(problem, karpenter=True, whole_groups=True)]
     try:
         plans.insert(0, plan_tiers(problem, karpenter=False, deadline=hard))
     except GreedyTimeout:

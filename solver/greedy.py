@@ -18,7 +18,8 @@ classes x bins, not pods.
   zone's share in bulk; when a zone cannot take its share the class is undone and re-split with
   that zone capped, and as a last resort placed one pod at a time (which keeps the invariant);
 * a group held to one bin (hostname ``Affinity``) is placed together at the position of its
-  first class by the cost-aware planner, starting on a new bin that holds the whole group;
+  first class by the cost-aware planner (and by Karpenter's with ``whole_groups``), starting
+  on a new bin that holds the whole group;
 * hostname rules (spread, anti-affinity, co-location) cap ``k`` per bin; a co-location carrier
   that is not a target itself only joins bins (or zones) already hosting a target or listed in
   ``satisfied``; carriers that find none are unplaced (reason ``topology``);
@@ -403,9 +404,10 @@ class _Packer:
     _pools: dict[frozenset[str], frozenset[str]]
     """The NodePools of each set of allowed offerings (``_pools_of``)."""
 
-    def __init__(self, problem: Problem, *, karpenter: bool) -> None:
+    def __init__(self, problem: Problem, *, karpenter: bool, whole_groups: bool = False) -> None:
         self.p = problem
-        self.karpenter = karpenter
+        # the cost-aware planner always places a one-bin group whole
+        self.karpenter, self.whole_groups = karpenter, whole_groups or not karpenter
         self.gpu = problem.gpu_resource
         self.topo: dict[str, TopologyConstraint] = {t.id: t for t in problem.topology}
         self.limits = {lim.pool: lim.remaining for lim in problem.limits}
@@ -1155,7 +1157,7 @@ class _Packer:
             kept = self._roomy(c, zone, self._usable_open(c, zone), start)
             opened = kept.bins
         gen = self._skip_gen
-        group = None if self.karpenter else self.one_bin_group(c)
+        group = self.one_bin_group(c) if self.whole_groups else None
         if group is not None and not self.s.placed[group]:
             # a one-bin group starts on a new bin chosen to hold it whole (``_whole_first``),
             # not on a bin other classes opened and may have filled
@@ -1715,8 +1717,10 @@ class GreedyTimeout(Exception):  # noqa: N818 - a signal, not an error
     """The greedy planner passed its deadline (only with ``deadline=``)."""
 
 
-def _run(problem: Problem, *, karpenter: bool, deadline: float | None = None) -> _Packer:
-    packer = _Packer(problem, karpenter=karpenter)
+def _run(
+    problem: Problem, *, karpenter: bool, deadline: float | None = None, whole_groups: bool = False
+) -> _Packer:
+    packer = _Packer(problem, karpenter=karpenter, whole_groups=whole_groups)
     gangs = {g.id: g for g in problem.gangs}
     members: defaultdict[str, list[PodClass]] = defaultdict(list)
     for c in problem.classes:
@@ -1724,7 +1728,7 @@ def _run(problem: Problem, *, karpenter: bool, deadline: float | None = None) ->
             members[c.gang].append(c)
     done: set[str] = set()
     order = sorted(problem.classes, key=lambda c: (packer.needy(c), *_sort_key(c)))
-    if not karpenter:
+    if packer.whole_groups:
         order = _groups_together(packer, order)
     for c in order:
         if deadline is not None and time.monotonic() > deadline:
@@ -1979,34 +1983,53 @@ class _Contents:
         return all(v <= cap.get(r, 0) for r, v in self.used.items())
 
 
-def plan_tiers(problem: Problem, *, karpenter: bool, deadline: float | None = None) -> tiers.Tiers:
+def plan_tiers(
+    problem: Problem, *, karpenter: bool, deadline: float | None = None, whole_groups: bool = False
+) -> tiers.Tiers:
     """Return ``karpenter_ffd``'s (or ``cost_aware_ffd``'s) plan with its tiers' plans.
+
+    ``whole_groups``: as ``karpenter_ffd``'s (the cost-aware planner always does so).
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
     return tiers.fall_through(
         problem,
-        functools.partial(_tier, karpenter=karpenter, deadline=deadline),
+        functools.partial(_tier, karpenter=karpenter, deadline=deadline, whole_groups=whole_groups),
         post=None if karpenter else functools.partial(downsize, problem),
     )
 
 
-def _tier(problem: Problem, *, karpenter: bool, deadline: float | None) -> Solution:
+def _tier(
+    problem: Problem, *, karpenter: bool, deadline: float | None, whole_groups: bool = False
+) -> Solution:
     """Return the plan of one tier (classes pre-filtered to their top tier)."""
     problem.validate_structure()
-    packer = _run(apply_pool_weights(problem), karpenter=karpenter, deadline=deadline)
+    packer = _run(
+        apply_pool_weights(problem),
+        karpenter=karpenter,
+        deadline=deadline,
+        whole_groups=whole_groups,
+    )
     sol = _to_solution(packer, Status.GREEDY)
     return sol if karpenter else downsize(problem, sol)
 
 
 def karpenter_ffd(
-    problem: Problem, *, deadline: float | None = None, fall_through: bool = True
+    problem: Problem,
+    *,
+    deadline: float | None = None,
+    fall_through: bool = True,
+    whole_groups: bool = False,
 ) -> Solution:
     """Plan like Karpenter: first-fit-decreasing with flexible offerings per new bin.
 
     NodePools are tried by weight; pods a heavier pool's limits cannot take fall through to
     the next (``solver.tiers``; ``fall_through=False`` plans the top tier only).
+    ``whole_groups``: a group held to one bin (hostname ``Affinity``) is
+    placed together, on a new bin of its own, as the cost-aware planner does; Karpenter
+    places its first pod wherever it fits and leaves out the members the bin has no room
+    for (not Karpenter's plan, but one that fills bins the way it does).
 
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
 
@@ -2014,8 +2037,10 @@ def karpenter_ffd(
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
     if not fall_through:
-        return _tier(problem, karpenter=True, deadline=deadline)
-    return plan_tiers(problem, karpenter=True, deadline=deadline).solution
+        return _tier(problem, karpenter=True, deadline=deadline, whole_groups=whole_groups)
+    return plan_tiers(
+        problem, karpenter=True, deadline=deadline, whole_groups=whole_groups
+    ).solution
 
 
 def cost_aware_ffd(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import strategies as st
 
 from solver.problem import (
+    Affinity,
     AntiAffinity,
     CoLocation,
     ExistingBin,
@@ -18,7 +20,7 @@ from solver.problem import (
     TopologyConstraint,
     TopologyKey,
 )
-from tests.unit.solver.builders import GPU, bt
+from tests.unit.solver.builders import GPU, bt, pc
 
 
 @st.composite
@@ -91,3 +93,24 @@ def problems(draw: st.DrawFn) -> Problem:
     limits = (PoolLimit("q", {"cpu": draw(st.sampled_from([2000, 8000, 100000]))}),)
     weights = {"p": draw(st.sampled_from([0, 10]))}
     return Problem(tuple(types), tuple(classes), existing, tuple(gangs), topology, limits, weights)
+
+
+@st.composite
+def problems_with_one_bin_groups(draw: st.DrawFn) -> Problem:
+    """``problems()`` plus classes held to one bin each (hostname ``Affinity``)."""
+    problem = draw(problems())
+    ids = [t.id for t in problem.bin_types]
+    groups = [f"hf{i}" for i in range(draw(st.integers(1, 2)))]
+    extra = [
+        pc(
+            f"g{j}",
+            draw(st.integers(1, 4)),
+            draw(st.sampled_from([250, 500, 1000])),
+            512,
+            sorted(draw(st.sets(st.sampled_from(ids), min_size=1))),
+            topology=frozenset({draw(st.sampled_from(groups))}),
+        )
+        for j in range(draw(st.integers(1, 3)))
+    ]
+    topology = (*problem.topology, *(Affinity(g, None, TopologyKey.HOSTNAME) for g in groups))
+    return dataclasses.replace(problem, classes=(*problem.classes, *extra), topology=topology)

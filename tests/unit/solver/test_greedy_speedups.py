@@ -1,6 +1,5 @@
 """The per-run indexes of the greedy planners agree with the plain definitions."""
 
-import dataclasses
 from typing import Any
 from unittest.mock import patch
 
@@ -21,7 +20,6 @@ from solver.greedy import (
     karpenter_ffd,
 )
 from solver.problem import (
-    Affinity,
     BinType,
     CoLocation,
     Gang,
@@ -33,7 +31,7 @@ from solver.problem import (
 from solver.validate import violations
 from solver.weights import fit_key, fits_one
 from tests.unit.solver.builders import bt, pc
-from tests.unit.solver.strategies import problems
+from tests.unit.solver.strategies import problems, problems_with_one_bin_groups
 
 
 @settings(max_examples=60)
@@ -254,29 +252,8 @@ def test_usable_open_bins_forget_the_bins_an_undone_gang_opened() -> None:
     assert sorted((u.class_key, u.count) for u in plan.unplaced) == [("g1", 2), ("g2", 3)]
 
 
-@st.composite
-def _with_one_bin_groups(draw: st.DrawFn) -> Problem:
-    """``problems()`` plus classes held to one bin each (hostname ``Affinity``)."""
-    problem = draw(problems())
-    ids = [t.id for t in problem.bin_types]
-    groups = [f"hf{i}" for i in range(draw(st.integers(1, 2)))]
-    extra = [
-        pc(
-            f"g{j}",
-            draw(st.integers(1, 4)),
-            draw(st.sampled_from([250, 500, 1000])),
-            512,
-            sorted(draw(st.sets(st.sampled_from(ids), min_size=1))),
-            topology=frozenset({draw(st.sampled_from(groups))}),
-        )
-        for j in range(draw(st.integers(1, 3)))
-    ]
-    topology = (*problem.topology, *(Affinity(g, None, TopologyKey.HOSTNAME) for g in groups))
-    return dataclasses.replace(problem, classes=(*problem.classes, *extra), topology=topology)
-
-
 @settings(max_examples=100)
-@given(_with_one_bin_groups())
+@given(problems_with_one_bin_groups())
 def test_gated_open_bins_keep_the_plans(problem: Problem) -> None:
     # every open bin, as before the bins lacking a required group were dropped: same plans
     gated = _Packer._gated
