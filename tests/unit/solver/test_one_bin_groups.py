@@ -1,10 +1,11 @@
 """Cost-aware greedy: a group held to one node (hostname ``Affinity``) gets a node it fits."""
 
+import dataclasses
 import time
 
 from hypothesis import given, settings
 
-from solver.cpsat import _greedy_plans, _greedy_tiers, solve
+from solver.cpsat import _greedy_plans, _whole_groups, solve
 from solver.greedy import cost_aware_ffd, karpenter_ffd, plan_tiers
 from solver.problem import Affinity, Problem, TopologyKey
 from solver.validate import violations
@@ -74,14 +75,51 @@ def test_karpenters_first_fit_with_whole_groups_gives_the_group_a_node() -> None
     assert tiered.unplaced == ()
 
 
-def test_the_optimiser_starts_from_first_fit_with_whole_groups() -> None:
-    # its second greedy plan fills nodes as Karpenter's does but places what Karpenter's leaves
+def test_the_optimiser_adds_first_fit_with_whole_groups_when_karpenters_leaves_pods() -> None:
+    # Karpenter's plan leaves two pods of the group; the whole-group plan joins the candidates
+    # (after Karpenter's, which stays) and counts among the plans of full bins
     p = _group_filler()
-    plans = _greedy_plans(p, time.monotonic() + 60, lambda _m: None)
-    assert plans[-1] == karpenter_ffd(p, whole_groups=True)
-    assert [t.solution for t in _greedy_tiers(p, time.monotonic() + 60, lambda _m: None)][
-        -1
-    ] == plans[-1]
+    plans = _greedy_plans(p, time.monotonic() + 60, _quiet)
+    karpenter = plans[-1]
+    assert karpenter.seconds > 0
+    assert dataclasses.replace(karpenter, seconds=0.0) == karpenter_ffd(p, fall_through=False)
+    candidates, full = _whole_groups(p, plans, time.monotonic() + 60, _quiet)
+    whole = karpenter_ffd(p, fall_through=False, whole_groups=True)
+    assert candidates == [*plans, whole]
+    assert full == [karpenter, whole]
+    assert solve(p, TEST_CONFIG).unplaced == ()
+
+
+def test_no_whole_group_plan_without_time_for_its_polish() -> None:
+    p = _group_filler()
+    plans = _greedy_plans(p, time.monotonic() + 60, _quiet)
+    slow = [*plans[:-1], dataclasses.replace(plans[-1], seconds=30.0)]
+    # it would take about 30 s and its polish twice that: 60 s left are not enough
+    assert _whole_groups(p, slow, time.monotonic() + 60, _quiet) == (slow, [slow[-1]])
+    assert len(_whole_groups(p, slow, time.monotonic() + 100, _quiet)[0]) == len(slow) + 1
+
+
+def test_no_whole_group_plan_when_karpenters_places_as_many_pods() -> None:
+    p = Problem(TYPES, (pc("g", 6, 500, 512, IDS, topology=frozenset({"aff"})),), topology=AFF)
+    plans = _greedy_plans(p, time.monotonic() + 60, _quiet)
+    assert plans[-1].unplaced == ()
+    assert _whole_groups(p, plans, time.monotonic() + 60, _quiet) == (plans, [plans[-1]])
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems_with_one_bin_groups())
+def test_the_optimiser_never_places_fewer_pods_than_karpenter(problem: Problem) -> None:
+    s = solve(problem, TEST_CONFIG)
+    assert violations(problem, s) == []
+    karpenter = karpenter_ffd(problem)
+    placed, karpenter_placed = (sum(x.placed_counts().values()) for x in (s, karpenter))
+    assert placed >= karpenter_placed
+    if placed == karpenter_placed:
+        assert s.cost_micros <= karpenter.cost_micros
 
 
 @settings(max_examples=80)
