@@ -905,10 +905,11 @@ plan's polish stayed cheaper.
 
 
 def _first_polished(candidates: list[Solution]) -> Solution:
-    """Return the greedy plan polished first (``candidates``: Karpenter's plan last).
+    """Return the greedy plan polished first.
 
-    The best, unless Karpenter's places as many pods and costs at most
-    ``_FULL_BINS_FIRST`` times as much.
+    ``candidates``: a plan of full bins last (Karpenter's, or the whole-group plan when
+    ``_whole_groups`` added it). The best, unless that last one places as many pods and
+    costs at most ``_FULL_BINS_FIRST`` times as much.
     """
     best = min(candidates, key=_quality)
     full = candidates[-1]
