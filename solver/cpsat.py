@@ -913,9 +913,14 @@ def _first_polished(candidates: list[Solution]) -> Solution:
     """
     best = min(candidates, key=_quality)
     full = candidates[-1]
-    if full is best or _quality(full)[0] > _quality(best)[0]:  # it leaves more pods unplaced
+    if full is best or _unplaced_more(full, best):
         return best
     return full if full.cost_micros <= _FULL_BINS_FIRST * best.cost_micros else best
+
+
+def _unplaced_more(plan: Solution, than: Solution) -> bool:
+    """Return whether ``plan`` leaves more pods unplaced than ``than``."""
+    return _quality(plan)[0] > _quality(than)[0]
 
 
 def _polish_others(
@@ -970,7 +975,7 @@ def _whole_groups(
     best = min(candidates, key=_quality)
     full = candidates[-1]
     unchanged = (candidates, [full])
-    if full is best or _quality(full)[0] <= _quality(best)[0]:
+    if full is best or not _unplaced_more(full, best):
         return unchanged
     if not any(isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME for t in problem.topology):
         return unchanged

@@ -1983,19 +1983,15 @@ class _Contents:
         return all(v <= cap.get(r, 0) for r, v in self.used.items())
 
 
-def plan_tiers(
-    problem: Problem, *, karpenter: bool, deadline: float | None = None, whole_groups: bool = False
-) -> tiers.Tiers:
+def plan_tiers(problem: Problem, *, karpenter: bool, deadline: float | None = None) -> tiers.Tiers:
     """Return ``karpenter_ffd``'s (or ``cost_aware_ffd``'s) plan with its tiers' plans.
-
-    ``whole_groups``: as ``karpenter_ffd``'s (the cost-aware planner always does so).
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
     return tiers.fall_through(
         problem,
-        functools.partial(_tier, karpenter=karpenter, deadline=deadline, whole_groups=whole_groups),
+        functools.partial(_tier, karpenter=karpenter, deadline=deadline),
         post=None if karpenter else functools.partial(downsize, problem),
     )
 
@@ -2026,21 +2022,20 @@ def karpenter_ffd(
 
     NodePools are tried by weight; pods a heavier pool's limits cannot take fall through to
     the next (``solver.tiers``; ``fall_through=False`` plans the top tier only).
-    ``whole_groups``: a group held to one bin (hostname ``Affinity``) is
-    placed together, on a new bin of its own, as the cost-aware planner does; Karpenter
-    places its first pod wherever it fits and leaves out the members the bin has no room
-    for (not Karpenter's plan, but one that fills bins the way it does).
+    ``whole_groups``: a group held to one bin (hostname ``Affinity``) is placed together,
+    on a new bin of its own, as the cost-aware planner does; Karpenter places its first pod
+    wherever it fits and leaves out the members the bin has no room for (not Karpenter's
+    plan, but one that fills bins the way it does).
 
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
     """
+    plan = functools.partial(_tier, karpenter=True, deadline=deadline, whole_groups=whole_groups)
     if not fall_through:
-        return _tier(problem, karpenter=True, deadline=deadline, whole_groups=whole_groups)
-    return plan_tiers(
-        problem, karpenter=True, deadline=deadline, whole_groups=whole_groups
-    ).solution
+        return plan(problem)
+    return tiers.fall_through(problem, plan).solution
 
 
 def cost_aware_ffd(

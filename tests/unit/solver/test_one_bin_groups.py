@@ -6,7 +6,7 @@ import time
 from hypothesis import given, settings
 
 from solver.cpsat import _greedy_plans, _whole_groups, solve
-from solver.greedy import cost_aware_ffd, karpenter_ffd, plan_tiers
+from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.problem import Affinity, Problem, TopologyKey
 from solver.validate import violations
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
@@ -71,8 +71,7 @@ def test_karpenters_first_fit_with_whole_groups_gives_the_group_a_node() -> None
     assert violations(p, whole) == []
     assert whole.unplaced == ()
     assert sorted(b.placement.counts.get("g", 0) for b in whole.new_bins) == [0, 6]
-    tiered = plan_tiers(p, karpenter=True, whole_groups=True).solution
-    assert tiered.unplaced == ()
+    assert karpenter_ffd(p, whole_groups=True, fall_through=False) == whole
 
 
 def test_the_optimiser_adds_first_fit_with_whole_groups_when_karpenters_leaves_pods() -> None:
