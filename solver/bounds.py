@@ -499,17 +499,21 @@ def fluid_bound(
     no offering that can hold one pod are ignored (nothing can place them, so no plan does).
     The LP is built over merged classes and types (``_aggregate``) and solved by delayed
     column generation over offerings
-    (``_fluid_lp``); stopped at ``deadline``, its duals still give a valid (Farley) bound.
+    (``_fluid_lp``); stopped at ``deadline``, its duals still give a valid (Farley) bound,
+    and the dual points of ``_Mixture`` (which need no solve) are then tried as well.
     """
     simple = resource_bound(problem, demand)
     data = _aggregate(problem, demand)
     if data is None:
         return simple
-    mixture = _Mixture(data)
-    mixed = mixture.best(_MIXTURE_EVALUATIONS, deadline)
-    if not _past(deadline):
-        mixed = max(mixed, mixture.refined())
-    value = max(_fluid_lp(data, deadline) or 0.0, data.bins, mixed)
+    solved, lp = _fluid_lp(data, deadline)
+    value = max(lp or 0.0, data.bins)
+    if not solved:
+        # the mixture's duals are feasible ones of the same LP: below its optimum, so only
+        # worth computing when the LP stopped before it; then in full, past the deadline
+        # (0.2 s on 4,600 classes), as it often beats the stopped LP's bound
+        mixture = _Mixture(data)
+        value = max(value, mixture.best(_MIXTURE_EVALUATIONS), mixture.refined())
     return max(simple, safe_floor(value / _UNIT))
 
 
@@ -869,8 +873,10 @@ def _seed(data: _Fluid) -> list[int]:
     return sorted(out)
 
 
-def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
+def _fluid_lp(data: _Fluid, deadline: float | None) -> tuple[bool, float | None]:
     """Solve the fluid LP by adding offerings as needed; return a valid bound in dollars.
+
+    Returns whether the LP was solved to its optimum, and the bound.
 
     Each round solves the restricted LP and bounds every offering's best fractional contents
     ``v_t >= max pi @ a`` with the certificates of the master offerings whose eligible reps
@@ -878,7 +884,8 @@ def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
     Farley: ``theta = min(1, min_t price_t / v_t)`` makes ``theta pi`` dual feasible for the
     full fluid LP (``theta pi @ a <= price_t`` for every bin's contents), so
     ``theta pi @ counts`` is a lower bound; when no offering is left to add, ``theta = 1`` up to
-    tolerances and the bound is the LP value. Returns None if the first LP is not solved.
+    tolerances and the bound is the LP value. The bound is None if the first LP is not
+    solved.
     """
     master = _Master(data)
     for t in _seed(data):
@@ -887,7 +894,7 @@ def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
     add = _ADD_PER_ROUND
     while True:
         if not master.solve(deadline):
-            return value
+            return False, value
         pi = master.duals()
         certs = master.certificates() @ data.cap
         extra = master.large_uppers()
@@ -902,8 +909,10 @@ def _fluid_lp(data: _Fluid, deadline: float | None) -> float | None:
         ratio[master.types] = np.inf
         todo = [t for t in np.argsort(ratio, kind="stable") if ratio[t] < 1 - 1e-9]
         todo, add = todo[:add], 2 * add
-        if not todo or (deadline is not None and time.monotonic() >= deadline):
-            return value
+        if not todo:
+            return True, value
+        if deadline is not None and time.monotonic() >= deadline:
+            return False, value
         for t in todo:
             master.add(int(t))
 

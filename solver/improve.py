@@ -1183,7 +1183,12 @@ def _offerings(problem: Problem) -> dict[tuple[str, str], list[BinType]]:
 
 
 def improve(
-    problem: Problem, plan: Solution, *, deadline: float | None = None, shed_first: bool = False
+    problem: Problem,
+    plan: Solution,
+    *,
+    deadline: float | None = None,
+    shed_first: bool = False,
+    first_pass_until: float | None = None,
 ) -> Solution:
     """Return ``plan`` with bins emptied, merged or shrunk (``plan`` itself when none saves).
 
@@ -1200,14 +1205,29 @@ def improve(
     offering), where few bins empty or grow and shrinking is where the savings are.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
+    ``first_pass_until``: the first pass over every domain (shedding with ``shed_first``,
+    else emptying) runs until then instead, whatever ``deadline``: it finds most of the
+    saving (Karpenter's diverse mix, 5,000 pods: $404 of $404.45 an hour in its first 0.55
+    s of 1.6 s), and a plan cut off in it keeps most bins as they were.
     """
     if len(plan.new_bins) < _PAIR:
         return plan
-    search = _Search(problem, plan, deadline)
-    changed = shed_first and search.shrink(rounds=1)
+    search = _Search(problem, plan, deadline if first_pass_until is None else first_pass_until)
+    changed = False
+    if shed_first:
+        for key, members in search.domains.items():
+            changed |= search.shed(key, members)
+        search.deadline = deadline
+        for key, members in search.domains.items():
+            changed |= search.swap(key, members)
+    else:
+        for key, members in search.domains.items():
+            changed |= search.empty(key, members)
+        search.deadline = deadline
     # cheap moves first, in every domain, then dearer ones, as time allows
-    for key, members in search.domains.items():
-        changed |= search.empty(key, members)
+    if shed_first:
+        for key, members in search.domains.items():
+            changed |= search.empty(key, members)
     for pool in search.pools:
         changed |= search.grow(pool)
     for key, members in search.domains.items():
@@ -1243,7 +1263,7 @@ class _Search:
 
     def empty(self, _key: tuple[str, str], members: list[_Bin]) -> bool:
         """Empty the domain's bins into each other's room."""
-        if len(members) < _PAIR:
+        if len(members) < _PAIR or self._late():
             return False
         changed = False
         domain = _Domain(self.rules, members, self.names)

@@ -7,18 +7,18 @@ allowed), directories (every ``*.yaml``, ``*.yml`` and ``*.json`` inside, sorted
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import pickle
 import re
 import sys
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple, TextIO
 
 import yaml
+
+from solver.forked import Forked, fork_allowed
 
 __all__ = ["Document", "ManifestError", "load_documents"]
 
@@ -206,38 +206,27 @@ def _document_start_near_middle(text: str) -> int | None:
 def _in_two(text: str, cut: int) -> list[object] | None:
     """The documents of ``text[:cut]`` read here and of ``text[cut:]`` by a forked child.
 
-    The child sends its documents back pickled. None when either half fails: the whole text
-    is then read again in this process, which raises its errors with the whole text's line
-    numbers.
+    The child sends its documents back pickled (``solver.forked``). None when either half
+    fails: the whole text is then read again in this process, which raises its errors with
+    the whole text's line numbers.
     """
-    fork = getattr(os, "fork", None)
-    if fork is None or threading.active_count() > 1:
+    if not fork_allowed():
         return None  # no fork here, or another thread may hold a lock the child would need
-    readable, writable = os.pipe()
-    child = fork()
-    if child == 0:  # pragma: no cover - the child process (its result is checked by the parent)
-        status = 1
-        try:
-            os.close(readable)
-            data = pickle.dumps(_load_whole(text[cut:]), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(writable, "wb") as out:
-                out.write(data)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(writable)
+    child = Forked.start(functools.partial(_load_whole, text[cut:]))
+    if child is None:
+        return None
     first: list[object] | None = None
     try:
         first = _load_whole(text[:cut])
     except yaml.YAMLError:
         first = None
     finally:
-        with os.fdopen(readable, "rb") as received:
-            data = received.read()
-        _, status = os.waitpid(child, 0)
-    if first is None or status != 0:
+        try:
+            _, second = child.result(None)
+        except Exception:  # noqa: BLE001 - the whole text is read again, raising it there
+            second = None
+    if first is None or second is None:
         return None
-    second: list[object] = pickle.loads(data)  # noqa: S301 - our own child's output
     return first + second
 
 

@@ -1,0 +1,122 @@
+"""The greedy phase on two cores: the cost-aware plan and its bound from a forked child."""
+
+import dataclasses
+import time
+
+import pytest
+
+from solver import cpsat
+from solver.ahead import FORK_FROM, NOTHING_AHEAD, Ahead, forks
+from solver.bounds import fluid_bound
+from solver.config import SolverConfig
+from solver.cpsat import _fluid, _greedy_tiers, solve
+from solver.forked import Forked, fork_allowed
+from solver.greedy import karpenter_ffd
+from solver.problem import Affinity, Problem, Solution, TopologyKey
+from solver.weights import apply_pool_weights
+from tests.unit.solver.builders import TEST_CONFIG, bt, pc
+from tests.unit.solver.synthetic import diverse
+
+TYPES = (bt("small", 3000, 8192, 100), bt("big", 6000, 16384, 210))
+IDS = [t.id for t in TYPES]
+
+
+def _group_filler() -> Problem:
+    # Karpenter's first fit starts the one-node group on the filler's node: two pods stay out
+    return Problem(
+        TYPES,
+        (
+            pc("filler", 1, 4000, 512, IDS),
+            pc("g", 6, 500, 512, IDS, topology=frozenset({"aff"})),
+        ),
+        topology=(Affinity("aff", None, TopologyKey.HOSTNAME),),
+    )
+
+
+def _timeless(plan: Solution) -> Solution:
+    return dataclasses.replace(plan, seconds=0.0)
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+@pytest.mark.parametrize("problem", [_group_filler(), diverse(80)], ids=["group", "diverse"])
+def test_the_child_makes_the_same_plans_and_the_bound_of_the_cost_aware_plans_pods(
+    problem: Problem,
+) -> None:
+    hard = time.monotonic() + 60
+    alone, nothing = _greedy_tiers(problem, hard, _quiet)
+    assert nothing == NOTHING_AHEAD
+    forked, ahead = _greedy_tiers(problem, hard, _quiet, soft=time.monotonic() + 1)
+    assert [[_timeless(r) for r in t.rounds] for t in forked] == [
+        [_timeless(r) for r in t.rounds] for t in alone
+    ]
+    demand = forked[0].rounds[0].new_counts()
+    assert ahead.bound == (demand, fluid_bound(apply_pool_weights(problem), demand))
+    # made while the child worked where Karpenter's plan left pods out and groups are held
+    # to one node
+    karpenter = forked[-1].rounds[0]
+    one_bin = any(
+        isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME for t in problem.topology
+    )
+    if karpenter.unplaced and one_bin:
+        assert ahead.whole == karpenter_ffd(problem, fall_through=False, whole_groups=True)
+    else:
+        assert ahead.whole is None
+
+
+def test_a_failed_child_leaves_the_plans_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Failed:
+        @staticmethod
+        def result(_deadline: float) -> tuple[bool, None]:
+            return True, None
+
+    monkeypatch.setattr(Forked, "start", lambda _fn: Failed())
+    messages: list[str] = []
+    p = _group_filler()
+    hard = time.monotonic() + 60
+    plans, ahead = _greedy_tiers(p, hard, messages.append, soft=time.monotonic() + 1)
+    alone, _ = _greedy_tiers(p, hard, _quiet)
+    assert [_timeless(t.solution) for t in plans] == [_timeless(t.solution) for t in alone]
+    assert ahead.bound is None
+    assert ahead.whole is not None
+    assert "cost-aware greedy made here: the forked child failed" in messages
+
+
+def test_the_search_takes_the_bound_made_ahead_only_for_the_same_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    p = _group_filler()
+    demand = {"filler": 1, "g": 6}
+    times = (time.monotonic() + 1, time.monotonic() + 60)
+    assert _fluid(p, demand, Ahead(bound=(dict(demand), 123)), times) == 123
+    assert _fluid(p, {"g": 6}, Ahead(bound=(dict(demand), 123)), times) == fluid_bound(p, {"g": 6})
+    assert _fluid(p, demand, NOTHING_AHEAD, times) == fluid_bound(p, demand)
+
+
+def test_a_solve_that_forks_plans_as_one_that_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = diverse(80)
+    alone = solve(p, TEST_CONFIG)
+    made_here: list[int] = []
+    real = fluid_bound
+
+    def counted(*args: object, **kwargs: object) -> int:
+        made_here.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cpsat, "forks", lambda _problem, _config: True)
+    monkeypatch.setattr("solver.cpsat.fluid_bound", counted)
+    forked = solve(p, TEST_CONFIG)
+    assert _timeless(forked) == _timeless(alone)
+    assert made_here == []  # the first tier's bound came from the child
+
+
+def test_the_greedy_phase_forks_only_for_large_wall_clock_runs_on_two_workers() -> None:
+    small = diverse(20)
+    large = Problem(TYPES, (pc("a", FORK_FROM, 100, 128, IDS),))
+    wall = SolverConfig(time_limit_seconds=5, num_workers=2)
+    assert not forks(small, wall)
+    assert forks(large, wall) == fork_allowed()
+    assert not forks(large, dataclasses.replace(wall, num_workers=1))
+    assert not forks(large, dataclasses.replace(wall, deterministic_time=1.0))
