@@ -3,21 +3,22 @@
 Before any search the optimiser makes Karpenter's first-fit-decreasing plan, the cost-aware
 plan, the fluid lower bound of the best one's pods and, where Karpenter's first fit splits
 groups held to one node, the whole-group plan (``solver.cpsat``). On Karpenter's diverse mix
-that is 1.2 s of the 1.6 s budget at 5,000 pods, one after another. With a second core the
-child makes the cost-aware plan and the bound of its pods while this process makes the
-others (``solver.forked``): the same plans and bound, in about half the time.
+that is 1.2 s of the 1.6 s budget at 5,000 pods, one after another. With a second core a
+forked child (``solver.forked``) makes the cost-aware plan while this process makes the
+others, then the bound of its pods while this process polishes the first plan: the same
+plans and bound, in about half the time.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from solver import tiers
 from solver.bounds import fluid_bound
 from solver.config import SolverConfig
-from solver.forked import fork_allowed
+from solver.forked import Forked, fork_allowed
 from solver.greedy import plan_tiers
 from solver.problem import Problem, Solution
 from solver.weights import apply_pool_weights
@@ -27,25 +28,48 @@ FORK_FROM = 500
 while a fork and sending its plan back take about 5 ms)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+Made = tiers.Tiers | tuple[dict[str, int], int]
+"""What the child sends: the cost-aware plan in tiers, then its first tier's bound."""
+
+
 class Ahead:
     """What the greedy phase made for the first tier's search beyond its greedy plans.
 
-    Attributes:
-        bound: the pods of the cost-aware plan's first tier on new bins per class, and their
-            fluid bound (``bounds.fluid_bound`` of the problem with pool weights applied).
-        whole: Karpenter's first fit with one-bin groups whole (``cpsat._whole_groups``),
-            made while the child worked because Karpenter's plan left pods unplaced.
+    The whole-group plan (``cpsat._whole_groups``), made while the child worked because
+    Karpenter's plan left pods unplaced, and the child still computing the fluid bound of the
+    cost-aware plan's first-tier pods (``bounds.fluid_bound`` of the problem with pool
+    weights applied), asked for when the search needs it. ``close`` ends the child.
     """
 
-    bound: tuple[Mapping[str, int], int] | None = None
-    whole: Solution | None = None
+    def __init__(
+        self,
+        whole: Solution | None = None,
+        child: Forked[Made] | None = None,
+        hard: float = math.inf,
+    ) -> None:
+        self.whole = whole
+        self._child, self._hard = child, hard
+        self._bound: tuple[Mapping[str, int], int] | None = None
 
     def bound_of(self, demand: Mapping[str, int]) -> int | None:
-        """Return the fluid bound made ahead for exactly ``demand``, if any."""
-        if self.bound is None or dict(self.bound[0]) != dict(demand):
+        """Return the fluid bound made ahead for exactly ``demand``, if any.
+
+        Waits for the child (until the time limit ``hard`` at most) the first time.
+        """
+        if self._child is not None:
+            _, made = self._child.result(self._hard)
+            self._child = None
+            if isinstance(made, tuple):
+                self._bound = made
+        if self._bound is None or dict(self._bound[0]) != dict(demand):
             return None
-        return self.bound[1]
+        return self._bound[1]
+
+    def close(self) -> None:
+        """End the child if it still runs (its bound is then not needed)."""
+        if self._child is not None:
+            self._child.close()
+            self._child = None
 
 
 NOTHING_AHEAD = Ahead()
@@ -63,10 +87,8 @@ def forks(problem: Problem, config: SolverConfig) -> bool:
     return sum(c.count for c in problem.classes) >= FORK_FROM and fork_allowed()
 
 
-def cost_aware_with_bound(
-    problem: Problem, hard: float, soft: float
-) -> tuple[tiers.Tiers, tuple[dict[str, int], int]]:
-    """Return the cost-aware plan (in tiers) and the fluid bound of its first tier's pods.
+def cost_aware_then_bound(problem: Problem, hard: float, soft: float) -> Iterator[Made]:
+    """Yield the cost-aware plan (in tiers), then the fluid bound of its first tier's pods.
 
     What ``cpsat`` computes otherwise: ``plan_tiers`` stopping at ``hard``, and the bound
     with the deadline the first tier's search gives it (a second past the budget's end
@@ -76,6 +98,7 @@ def cost_aware_with_bound(
         GreedyTimeout: when ``hard`` passes before the plan is made.
     """
     planned = plan_tiers(problem, karpenter=False, deadline=hard)
+    yield planned
     demand = planned.rounds[0].new_counts()
     deadline = min(hard, max(soft, time.monotonic()) + 1.0)
-    return planned, (demand, fluid_bound(apply_pool_weights(problem), demand, deadline=deadline))
+    yield demand, fluid_bound(apply_pool_weights(problem), demand, deadline=deadline)

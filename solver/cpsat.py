@@ -84,7 +84,7 @@ from typing import Any, NamedTuple
 from ortools.sat.python import cp_model
 
 from solver import tiers, valued_tier
-from solver.ahead import NOTHING_AHEAD, Ahead, cost_aware_with_bound, forks
+from solver.ahead import NOTHING_AHEAD, Ahead, cost_aware_then_bound, forks
 from solver.bounds import fluid_bound, hostname_caps, tiered_bound
 from solver.colgen import (
     SMOOTHING,
@@ -635,6 +635,21 @@ def solve_with_greedy(
     problem.validate_structure()
     soft = start + budget_seconds(problem, config) if forks(problem, config) else None
     greedy, ahead = _greedy_tiers(problem, start + config.time_limit_seconds, _log(config), soft)
+    try:
+        return _search(problem, config, start, (greedy, ahead), decisive)
+    finally:
+        ahead.close()
+
+
+def _search(
+    problem: Problem,
+    config: SolverConfig,
+    start: float,
+    made: tuple[list[tiers.Tiers], Ahead],
+    decisive: Callable[[Solution], bool] | None,
+) -> Solved:
+    """``solve_with_greedy`` after its greedy phase (``made``: its plans, what came ahead)."""
+    greedy, ahead = made
     whole = tuple(g.solution for g in greedy)
     if decisive is not None:
         enough = [s for s in whole if decisive(s)]
@@ -723,23 +738,21 @@ def _greedy_tiers(
     started = time.monotonic()
     child = None
     if soft is not None:
-        child = Forked.start(functools.partial(cost_aware_with_bound, problem, hard, soft))
+        child = Forked.start(functools.partial(cost_aware_then_bound, problem, hard, soft))
     karpenter = plan_tiers(problem, karpenter=True)
     first = dataclasses.replace(karpenter.rounds[0], seconds=time.monotonic() - started)
     plans = [dataclasses.replace(karpenter, rounds=(first, *karpenter.rounds[1:]))]
-    ahead = Ahead()
+    ahead = NOTHING_AHEAD
     try:
-        if child is None:
-            plans.insert(0, plan_tiers(problem, karpenter=False, deadline=hard))
-            return plans, ahead
-        whole = _whole_group_plan(problem, first, hard, log) if first.unplaced else None
-        made, answer = child.result(hard)
-        if answer is None:
-            log(f"cost-aware greedy made here: the forked child {'failed' if made else 'is late'}")
-            plans.insert(0, plan_tiers(problem, karpenter=False, deadline=hard))
-            return plans, Ahead(whole=whole)
-        plans.insert(0, answer[0])
-        ahead = Ahead(bound=answer[1], whole=whole)
+        if child is not None:
+            whole = _whole_group_plan(problem, first, hard, log) if first.unplaced else None
+            ahead = Ahead(whole, child, hard)
+            _, made = child.next(hard)
+            if isinstance(made, tiers.Tiers):
+                plans.insert(0, made)
+                return plans, ahead
+            log("cost-aware greedy made here: the forked child failed or is late")
+        plans.insert(0, plan_tiers(problem, karpenter=False, deadline=hard))
     except GreedyTimeout:
         log("cost-aware greedy skipped: time limit")
     return plans, ahead
@@ -828,8 +841,6 @@ def _solve_tier(
 
     if not any(demand.values()):
         return done(greedy, 0, Status.OPTIMAL)
-    fluid = _fluid(filtered, demand, ahead, (soft, hard))
-    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     # one greedy plan (``_first_polished``) is polished first: it is the plan every later
     # phase must beat, and the one kept when the budget runs out. Its first pass always ends
     # (on a busy machine at most as long again as the planning step's budget); later passes
@@ -846,6 +857,9 @@ def _solve_tier(
         first_pass_until=max(soft, time.monotonic() + step),
         full_bins=any(first is f for f in full),
     )
+    # the bound, made ahead while the first plan was polished, or now
+    fluid = _fluid(filtered, demand, ahead, (soft, hard))
+    log(f"greedy {greedy.cost_micros}, fluid bound {fluid}")
     _polish_others(incumbent, candidates, (first, full), (fluid, config.relative_gap), soft)
 
     def finish(bound: int) -> Solution:

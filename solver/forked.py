@@ -3,8 +3,9 @@
 The planner's greedy phase makes independent plans (Karpenter's first-fit-decreasing, the
 cost-aware one) and a lower bound, each from the same problem. On two cores one of them can
 be computed in a child process forked from this one: the child shares the problem (copy on
-write, nothing to send), computes, and sends its answer back pickled. The answer is the
-same as calling the function here; only the time differs.
+write, nothing to send), computes, and sends back pickled each value as it has it (the
+cost-aware plan, then the bound the parent needs later). The answers are the same as
+calling the function here; only the time differs.
 
 A fork is only made where it is safe and worth it (``fork_allowed``): POSIX, one Python
 thread (a lock another thread holds would stay held in the child: the controller's
@@ -14,15 +15,17 @@ child fails or runs past its deadline the caller computes the answer itself.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
 import select
 import signal
+import struct
 import threading
 import time
-from collections.abc import Callable
-from typing import Generic, TypeVar, cast
+from collections.abc import Callable, Iterable
+from typing import BinaryIO, Generic, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -32,15 +35,25 @@ def fork_allowed() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
+_HEADER = struct.Struct("<Q")
+"""A message's length before its pickled bytes."""
+
+
 class Forked(Generic[T]):
-    """A function running in a forked child; ``result`` waits for its answer."""
+    """A function running in a forked child, sending back what it yields, one by one.
+
+    ``next`` waits for the next value; ``close`` ends the child (killed if still running)
+    and must be called once whatever happened (``result`` does both for a single value).
+    """
 
     def __init__(self, pid: int, readable: int) -> None:
         self._pid, self._readable = pid, readable
+        self._buffer = b""
+        self._closed = False
 
     @classmethod
-    def start(cls, fn: Callable[[], T]) -> Forked[T] | None:
-        """Fork a child that computes ``fn()``; None when the fork fails."""
+    def start(cls, fn: Callable[[], Iterable[T]]) -> Forked[T] | None:
+        """Fork a child that sends each value ``fn()`` yields; None when the fork fails."""
         readable, writable = os.pipe()
         try:
             pid = os.fork()
@@ -54,47 +67,78 @@ class Forked(Generic[T]):
                 # a short life: collecting would only copy the parent's pages it touches
                 gc.disable()
                 os.close(readable)
-                try:
-                    answer: tuple[bool, object] = (True, fn())
-                except Exception as error:  # noqa: BLE001 - sent to the parent, which raises it
-                    answer = (False, error)
-                data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(writable, "wb") as out:
-                    out.write(data)
+                    _send_all(fn, out)
                 status = 0
             finally:
                 os._exit(status)
         os.close(writable)
         return cls(pid, readable)
 
-    def result(self, deadline: float | None) -> tuple[bool, T | None]:
-        """Return ``(True, answer)``, or ``(False, None)`` when the child failed or is late.
+    def next(self, deadline: float | None) -> tuple[bool, T | None]:
+        """Return ``(True, value)`` for the next value, or ``(False, None)`` if none comes.
 
-        Waits until ``deadline`` (a ``time.monotonic()`` value; None: as long as it takes) at
-        most; a late child is killed. An exception the child raised is raised here.
+        None comes when the child ended without it, failed, or is not done by ``deadline``
+        (a ``time.monotonic()`` value; None: wait as long as it takes); the child is then
+        closed. An exception the child raised is raised here (the child closed).
         """
-        chunks: list[bytes] = []
-        done = False
-        try:
-            while True:
-                wait = None if deadline is None else deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    break
-                if not select.select([self._readable], [], [], wait)[0]:
-                    break
-                chunk = os.read(self._readable, 1 << 20)
-                if not chunk:
-                    done = True
-                    break
-                chunks.append(chunk)
-        finally:
-            os.close(self._readable)
-            if not done:
-                os.kill(self._pid, signal.SIGKILL)
-            _, status = os.waitpid(self._pid, 0)
-        if not done or status != 0:
+        header = self._read(_HEADER.size, deadline)
+        size = None if header is None else _HEADER.unpack(header)[0]
+        data = None if size is None else self._read(size, deadline)
+        if data is None:
+            self.close()
             return False, None
-        ok, answer = pickle.loads(b"".join(chunks))  # noqa: S301 - our own child's output
+        ok, value = pickle.loads(data)  # noqa: S301 - our own child's output
         if not ok:
-            raise cast("Exception", answer)
-        return True, cast("T", answer)
+            self.close()
+            raise cast("Exception", value)
+        return True, cast("T", value)
+
+    def result(self, deadline: float | None) -> tuple[bool, T | None]:
+        """Return the first value as ``next`` does, and close the child."""
+        try:
+            return self.next(deadline)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the child: killed unless it has ended; its exit status is collected."""
+        if self._closed:
+            return
+        self._closed = True
+        os.close(self._readable)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid, signal.SIGKILL)
+        os.waitpid(self._pid, 0)
+
+    def _read(self, size: int, deadline: float | None) -> bytes | None:
+        """Return the next ``size`` bytes from the child, or None (ended, or late)."""
+        if self._closed:
+            return None
+        while len(self._buffer) < size:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                return None
+            if not select.select([self._readable], [], [], wait)[0]:
+                return None
+            chunk = os.read(self._readable, 1 << 20)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        out, self._buffer = self._buffer[:size], self._buffer[size:]
+        return out
+
+
+def _send_all(fn: Callable[[], Iterable[object]], out: BinaryIO) -> None:  # pragma: no cover
+    """Send each value ``fn()`` yields, then its exception if it raises one (in the child)."""
+
+    def send(message: tuple[bool, object]) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(_HEADER.pack(len(data)) + data)
+        out.flush()
+
+    try:
+        for value in fn():
+            send((True, value))
+    except Exception as error:  # noqa: BLE001 - sent to the parent, which raises it
+        send((False, error))

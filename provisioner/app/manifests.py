@@ -7,7 +7,6 @@ allowed), directories (every ``*.yaml``, ``*.yml`` and ``*.json`` inside, sorted
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import sys
@@ -212,7 +211,7 @@ def _in_two(text: str, cut: int) -> list[object] | None:
     """
     if not fork_allowed():
         return None  # no fork here, or another thread may hold a lock the child would need
-    child = Forked.start(functools.partial(_load_whole, text[cut:]))
+    child = Forked.start(lambda: (_load_whole(text[cut:]),))
     if child is None:
         return None
     first: list[object] | None = None

@@ -53,7 +53,9 @@ def test_the_child_makes_the_same_plans_and_the_bound_of_the_cost_aware_plans_po
         [_timeless(r) for r in t.rounds] for t in alone
     ]
     demand = forked[0].rounds[0].new_counts()
-    assert ahead.bound == (demand, fluid_bound(apply_pool_weights(problem), demand))
+    # the child's second value, asked for by the search
+    assert ahead.bound_of(demand) == fluid_bound(apply_pool_weights(problem), demand)
+    assert ahead.bound_of({**demand, "other": 1}) is None
     # made while the child worked where Karpenter's plan left pods out and groups are held
     # to one node
     karpenter = forked[-1].rounds[0]
@@ -66,33 +68,72 @@ def test_the_child_makes_the_same_plans_and_the_bound_of_the_cost_aware_plans_po
         assert ahead.whole is None
 
 
-def test_a_failed_child_leaves_the_plans_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Failed:
-        @staticmethod
-        def result(_deadline: float) -> tuple[bool, None]:
-            return True, None
+class _Child:
+    """A forked child's stand-in sending ``values`` (None: it failed)."""
 
-    monkeypatch.setattr(Forked, "start", lambda _fn: Failed())
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+        self.closed = False
+
+    def next(self, _deadline: float | None) -> tuple[bool, object]:
+        value = self.values.pop(0) if self.values else None
+        return value is not None, value
+
+    def result(self, deadline: float | None) -> tuple[bool, object]:
+        self.closed = True
+        return self.next(deadline)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_failed_child_leaves_the_plans_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    failed = _Child()
+    monkeypatch.setattr(Forked, "start", lambda _fn: failed)
     messages: list[str] = []
     p = _group_filler()
     hard = time.monotonic() + 60
     plans, ahead = _greedy_tiers(p, hard, messages.append, soft=time.monotonic() + 1)
     alone, _ = _greedy_tiers(p, hard, _quiet)
     assert [_timeless(t.solution) for t in plans] == [_timeless(t.solution) for t in alone]
-    assert ahead.bound is None
+    assert ahead.bound_of(plans[0].rounds[0].new_counts()) is None
     assert ahead.whole is not None
-    assert "cost-aware greedy made here: the forked child failed" in messages
+    assert "cost-aware greedy made here: the forked child failed or is late" in messages
+    assert failed.closed
 
 
-def test_the_search_takes_the_bound_made_ahead_only_for_the_same_pods(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_search_takes_the_bound_made_ahead_only_for_the_same_pods() -> None:
     p = _group_filler()
     demand = {"filler": 1, "g": 6}
     times = (time.monotonic() + 1, time.monotonic() + 60)
-    assert _fluid(p, demand, Ahead(bound=(dict(demand), 123)), times) == 123
-    assert _fluid(p, {"g": 6}, Ahead(bound=(dict(demand), 123)), times) == fluid_bound(p, {"g": 6})
+
+    def ahead() -> Ahead:
+        return Ahead(child=_Child((dict(demand), 123)))  # type: ignore[arg-type]
+
+    assert _fluid(p, demand, ahead(), times) == 123
+    assert _fluid(p, {"g": 6}, ahead(), times) == fluid_bound(p, {"g": 6})
     assert _fluid(p, demand, NOTHING_AHEAD, times) == fluid_bound(p, demand)
+
+
+def test_the_child_is_ended_when_the_search_never_asks_for_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a decisive greedy plan ends the solve before any search
+    children: list[Forked[object] | None] = []
+    start = Forked.start
+
+    def kept(fn):
+        child = start(fn)
+        children.append(child)
+        return child
+
+    monkeypatch.setattr(Forked, "start", kept)
+    monkeypatch.setattr(cpsat, "forks", lambda _problem, _config: True)
+    solved = cpsat.solve_with_greedy(diverse(80), TEST_CONFIG, decisive=lambda _plan: True)
+    assert solved.best in solved.greedy
+    assert len(children) == 1
+    assert children[0] is not None
+    assert children[0]._closed
 
 
 def test_a_solve_that_forks_plans_as_one_that_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
