@@ -13,9 +13,11 @@ weight-aware one (``bounds.tiered_bound``).
 1. applies pool weight tiers (``solver.weights``), runs ``cost_aware_ffd`` and
    ``karpenter_ffd`` (and, when Karpenter's leaves out members of groups held to one bin,
    time allowing, ``karpenter_ffd`` with those groups placed whole) and keeps the best (more
-   pods placed, then cheaper, then fewer bins),
-   computes the fluid bound, empties its bins into each other (``solver.improve``) to the
-   end, the time limit allowing, then the other plan's within the budget;
+   pods placed, then cheaper, then fewer bins), empties one's bins into each other
+   (``solver.improve``; ``_first_polished``), computes the fluid bound, then empties the
+   other plans' within the budget. With two cores (``solver.ahead``) a forked child makes
+   the cost-aware plan and then the fluid bound while this process makes Karpenter's plans
+   and polishes the first;
 2. the LP phases work on the problem with interchangeable classes merged when it has many
    (``solver.shapes``: classes differing only in key and gang, e.g. one per pod group); their
    bins are split back to classes gang by gang;
@@ -59,10 +61,11 @@ GPUs)
 ends the search earlier, as does a gap within ``relative_gap`` after the fluid bound, and
 CP-SAT stops when it has not improved for ``max(0.2 s, 30 %)`` of its running time
 (wall-clock runs only; with ``deterministic_time`` the run is reproducible and only the
-limits apply). The better greedy plan is polished to the end (never past the time limit, nor
-for longer than the planning step's budget once that is spent);
-later plans up to 5 % past the budget, and the first of them for at least 10 % of the
-planning step's budget even when it comes later (never past the time limit).
+limits apply). The first greedy plan's polish always ends its first pass (never past the
+time limit, nor for longer than the planning step's budget once that is spent), its later
+passes and later plans' polish stop up to 5 % past the budget, and the first later plan
+gets at least 10 % of the planning step's budget even when it comes later (never past the
+time limit).
 
 Lower bound: the maximum of the fluid LP bound and the Farley pattern bound (the LP value
 itself once exact pricing proves convergence), for exactly the pods the returned plan puts
