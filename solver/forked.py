@@ -116,9 +116,8 @@ class Forked(Generic[T]):
         if self._closed:
             return None
         while len(self._buffer) < size:
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                return None
+            # past the deadline what the child has sent already is still taken
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not select.select([self._readable], [], [], wait)[0]:
                 return None
             chunk = os.read(self._readable, 1 << 20)

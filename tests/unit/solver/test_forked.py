@@ -1,6 +1,7 @@
 """A pure function computed in a forked child: its answer, its errors, a late or dead child."""
 
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -21,6 +22,14 @@ def test_the_child_sends_back_what_the_function_returns() -> None:
     child = Forked.start(lambda: [_answer()])
     assert child is not None
     assert child.result(time.monotonic() + 60) == (True, _answer())
+
+
+def test_what_the_child_sent_in_time_is_taken_after_the_deadline() -> None:
+    # the search asks for the bound once its first polish is done, maybe past the time limit
+    child = Forked.start(lambda: [_answer()])
+    assert child is not None
+    assert select.select([child._readable], [], [], 60)[0]  # sent
+    assert child.result(time.monotonic() - 1) == (True, _answer())
 
 
 def _first_then_slow() -> Iterator[str]:
