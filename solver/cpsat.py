@@ -742,11 +742,12 @@ def _greedy_tiers(
     child = None
     if soft is not None:
         child = Forked.start(functools.partial(cost_aware_then_bound, problem, hard, soft))
-    karpenter = plan_tiers(problem, karpenter=True)
-    first = dataclasses.replace(karpenter.rounds[0], seconds=time.monotonic() - started)
-    plans = [dataclasses.replace(karpenter, rounds=(first, *karpenter.rounds[1:]))]
+    plans: list[tiers.Tiers] = []
     ahead = NOTHING_AHEAD
     try:
+        karpenter = plan_tiers(problem, karpenter=True)
+        first = dataclasses.replace(karpenter.rounds[0], seconds=time.monotonic() - started)
+        plans.append(dataclasses.replace(karpenter, rounds=(first, *karpenter.rounds[1:])))
         if child is not None:
             whole = _whole_group_plan(problem, first, hard, log) if first.unplaced else None
             ahead = Ahead(whole, child, hard)
@@ -758,6 +759,10 @@ def _greedy_tiers(
         plans.insert(0, plan_tiers(problem, karpenter=False, deadline=hard))
     except GreedyTimeout:
         log("cost-aware greedy skipped: time limit")
+    except BaseException:
+        if child is not None:
+            child.close()  # nobody else will end it
+        raise
     return plans, ahead
 
 

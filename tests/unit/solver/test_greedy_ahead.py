@@ -161,3 +161,24 @@ def test_the_greedy_phase_forks_only_for_large_wall_clock_runs_on_two_workers() 
     assert forks(large, wall) == fork_allowed()
     assert not forks(large, dataclasses.replace(wall, num_workers=1))
     assert not forks(large, dataclasses.replace(wall, deterministic_time=1.0))
+
+
+def test_the_child_is_ended_when_this_process_fails_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    children: list[Forked[object] | None] = []
+    start = Forked.start
+
+    def kept(fn):
+        child = start(fn)
+        children.append(child)
+        return child
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(Forked, "start", kept)
+    monkeypatch.setattr("solver.cpsat.plan_tiers", broken)
+    with pytest.raises(RuntimeError, match="broken"):
+        _greedy_tiers(_group_filler(), time.monotonic() + 60, _quiet, soft=time.monotonic() + 1)
+    assert len(children) == 1
+    assert children[0] is not None
+    assert children[0]._closed
