@@ -41,6 +41,20 @@ def _quiet(_message: str) -> None:
     pass
 
 
+def _children(monkeypatch: pytest.MonkeyPatch) -> list[Forked[object] | None]:
+    """Keep each child ``Forked.start`` makes (None: the fork failed)."""
+    children: list[Forked[object] | None] = []
+    start = Forked.start
+
+    def kept(fn):
+        child = start(fn)
+        children.append(child)
+        return child
+
+    monkeypatch.setattr(Forked, "start", kept)
+    return children
+
+
 @pytest.mark.parametrize("problem", [_group_filler(), diverse(80)], ids=["group", "diverse"])
 def test_the_child_makes_the_same_plans_and_the_bound_of_the_cost_aware_plans_pods(
     problem: Problem,
@@ -119,15 +133,7 @@ def test_the_child_is_ended_when_the_search_never_asks_for_its_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # a decisive greedy plan ends the solve before any search
-    children: list[Forked[object] | None] = []
-    start = Forked.start
-
-    def kept(fn):
-        child = start(fn)
-        children.append(child)
-        return child
-
-    monkeypatch.setattr(Forked, "start", kept)
+    children = _children(monkeypatch)
     monkeypatch.setattr(cpsat, "forks", lambda _problem, _config: True)
     solved = cpsat.solve_with_greedy(diverse(80), TEST_CONFIG, decisive=lambda _plan: True)
     assert solved.best in solved.greedy
@@ -164,18 +170,10 @@ def test_the_greedy_phase_forks_only_for_large_wall_clock_runs_on_two_workers() 
 
 
 def test_the_child_is_ended_when_this_process_fails_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    children: list[Forked[object] | None] = []
-    start = Forked.start
-
-    def kept(fn):
-        child = start(fn)
-        children.append(child)
-        return child
-
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("broken")
 
-    monkeypatch.setattr(Forked, "start", kept)
+    children = _children(monkeypatch)
     monkeypatch.setattr("solver.cpsat.plan_tiers", broken)
     with pytest.raises(RuntimeError, match="broken"):
         _greedy_tiers(_group_filler(), time.monotonic() + 60, _quiet, soft=time.monotonic() + 1)
