@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import random
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import yaml
 
 from bench import workloads
 from provisioner.app.manifests import ManifestError, load_documents, load_yaml_documents
+from tests.freshfork import run_counting_forks
 
 EDGES = """\
 a: &x {b: 1, c: [1, 2.5, true, null, 2020-01-01, "s", 0x1f, ~, '1', yes, 1_000]}
@@ -247,29 +246,14 @@ def test_two_halves_read_what_the_whole_reads(text: str, monkeypatch: pytest.Mon
 def test_a_large_file_is_read_in_two_processes_when_nothing_else_runs() -> None:
     # a fresh interpreter: no other threads, so the second half is read by a forked child
     program = """
-import os, yaml
+import yaml
 from provisioner.app.manifests import load_yaml_documents
-forks = []
-fork = os.fork
-def counted():
-    forks.append(1)
-    return fork()
-os.fork = counted
 text = "".join(f"---\\nkind: Pod\\nmetadata: {{name: p{i}}}\\n" for i in range(200))
 docs = load_yaml_documents(text, workers=2, parallel_from=0)
 assert docs == list(yaml.safe_load_all(text)), "two halves differ from the whole"
 print(len(forks), len(docs))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).resolve().parents[3],
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", "200"]
+    assert run_counting_forks(program) == ["1", "200"]
 
 
 def test_small_files_and_one_worker_read_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,16 +2,14 @@
 
 import os
 import select
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from solver.forked import Forked, fork_allowed
+from tests.freshfork import run_counting_forks
 
 
 def _answer() -> dict[str, list[int]]:
@@ -103,31 +101,16 @@ def test_a_solve_forks_its_greedy_phase_in_a_process_without_threads() -> None:
     # a fresh interpreter, as `jointer plan`: the cost-aware plan and its bound come from a
     # forked child, and the plan keeps every rule
     program = """
-import os
 from solver import cpsat
 from solver.config import SolverConfig
 from solver.greedy import cost_aware_ffd
 from solver.validate import violations
+from tests.freshfork import run_counting_forks
 from tests.unit.solver.synthetic import diverse
-forks = []
-fork = os.fork
-def counted():
-    forks.append(1)
-    return fork()
-os.fork = counted
 problem = diverse(600)
 plan = cpsat.solve(problem, SolverConfig(time_limit_seconds=20, num_workers=2))
 assert violations(problem, plan) == [], "a rule broken"
 assert plan.cost_micros <= cost_aware_ffd(problem).cost_micros, "dearer than greedy"
 print(len(forks))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=Path(__file__).resolve().parents[3],
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1"]
+    assert run_counting_forks(program) == ["1"]
