@@ -1213,25 +1213,15 @@ def improve(
     if len(plan.new_bins) < _PAIR:
         return plan
     search = _Search(problem, plan, deadline if first_pass_until is None else first_pass_until)
-    changed = False
-    if shed_first:
-        for key, members in search.domains.items():
-            changed |= search.shed(key, members)
-        search.deadline = deadline
-        for key, members in search.domains.items():
-            changed |= search.swap(key, members)
-    else:
-        for key, members in search.domains.items():
-            changed |= search.empty(key, members)
-        search.deadline = deadline
     # cheap moves first, in every domain, then dearer ones, as time allows
-    if shed_first:
-        for key, members in search.domains.items():
-            changed |= search.empty(key, members)
+    first, then = (search.shed, (search.swap, search.empty)) if shed_first else (search.empty, ())
+    changed = search.everywhere(first)
+    search.deadline = deadline
+    for move in then:
+        changed |= search.everywhere(move)
     for pool in search.pools:
         changed |= search.grow(pool)
-    for key, members in search.domains.items():
-        changed |= search.consolidate(key, members)
+    changed |= search.everywhere(search.consolidate)
     changed |= search.shrink(rounds=_SHRINK_ROUNDS)
     if not changed:
         return plan
@@ -1261,6 +1251,13 @@ class _Search:
     def _late(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
 
+    def everywhere(self, move: Callable[[tuple[str, str], list[_Bin]], bool]) -> bool:
+        """Apply ``move`` to every domain; return whether it changed any."""
+        changed = False
+        for key, members in self.domains.items():
+            changed |= move(key, members)
+        return changed
+
     def empty(self, _key: tuple[str, str], members: list[_Bin]) -> bool:
         """Empty the domain's bins into each other's room."""
         if len(members) < _PAIR or self._late():
@@ -1280,11 +1277,8 @@ class _Search:
         """Shed, then swap, in every domain; again while either moves, ``rounds`` at most."""
         changed = False
         for _ in range(rounds):
-            moved = False
-            for key, members in self.domains.items():
-                moved |= self.shed(key, members)
-            for key, members in self.domains.items():
-                moved |= self.swap(key, members)
+            moved = self.everywhere(self.shed)
+            moved |= self.everywhere(self.swap)
             changed |= moved
             if not moved:
                 break
