@@ -205,8 +205,13 @@ def _carried_over(old: PoolCatalog, new: PoolCatalog) -> PoolCatalog:
     A reload after the TTL usually resolves the same instance types and offerings: keeping
     the equal templates' objects keeps the offerings memo (and all the planner derived from
     it) valid; any template that differs (a NodePool edit, an offering marked unavailable)
-    is a new object, and the memo enumerates again.
+    is a new object, and the memo enumerates again. A reload equal to ``old`` in everything
+    is ``old`` itself, so that what is keyed on the catalog's identity (the disruption pass's
+    simulation outcomes) stays valid across Karpenter's 5-minute recheck of an unchanged
+    cluster.
     """
+    if new == old:
+        return old
     pools: dict[str, tuple[NodePool, PoolTemplate]] = {}
     for name, (nodepool, template) in new.pools.items():
         known = old.pools.get(name)

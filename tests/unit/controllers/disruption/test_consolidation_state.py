@@ -8,7 +8,10 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from bench import consolidation as bench
+from provisioner.controllers.disruption import methods
 from provisioner.controllers.disruption.candidates import Candidate
 from provisioner.controllers.disruption.consolidation import (
     MultiNodeConsolidation,
@@ -239,6 +242,27 @@ def test_consolidation_runs_again_after_five_minutes():
     assert computed(counts) == 0
     world.run(90)
     assert computed(counts) == 2
+
+
+def test_the_five_minute_recheck_of_an_unchanged_cluster_reuses_its_simulations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The catalog reloaded after its TTL is the same catalog: nothing is simulated again."""
+    world, counts = settled()
+    simulated: list[int] = []
+    real = methods.simulate  # type: ignore[attr-defined]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        simulated.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(methods, "simulate", counting)
+    world.run(4 * 60 + 90)
+    assert computed(counts) == 2  # the methods ran again ...
+    assert simulated == []  # ... on the outcomes of the last look
+    world.scale("web", 5)  # a change: simulated afresh
+    world.run(120)
+    assert simulated
 
 
 # -- what a method leaves to the next pass ------------------------------------------------------
