@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from provisioner.apis.base import parse_object
+from provisioner.apis.conditions import NODECLAIM_CONDITION_CONSOLIDATABLE
 from provisioner.apis.core import (
     DaemonSet,
     Node,
@@ -123,6 +124,27 @@ def _same_version(known: Any, obj: Mapping[str, Any]) -> bool:
     return bool(version) and (
         known.resource_version == version and known.uid == (metadata.get("uid") or "")
     )
+
+
+def _placement_part(claim: NodeClaim) -> NodeClaim:
+    """``claim`` without what no placement reads (``placement_generation``)."""
+    status = claim.status
+    if status is not None:
+        status = status.model_copy(
+            update={
+                "last_pod_event_time": None,
+                "conditions": tuple(
+                    c for c in status.conditions if c.type != NODECLAIM_CONDITION_CONSOLIDATABLE
+                ),
+            }
+        )
+    metadata = claim.metadata.model_copy(update={"resource_version": ""})
+    return claim.model_copy(update={"metadata": metadata, "status": status})
+
+
+def _placed_alike(old: NodeClaim, new: NodeClaim) -> bool:
+    """Whether two versions of a NodeClaim differ only in what no placement reads."""
+    return _placement_part(old) == _placement_part(new)
 
 
 def _pod_key(namespace: str, name: str) -> str:
@@ -295,6 +317,8 @@ class ClusterState:
         self._interner = Interner()
         self._synced: set[Resource] = set()
         self._generation = 0
+        self._placement_generation = 0
+        self._placement_unchanged = False
         self._joined: tuple[object, Mapping[str, StateNode]] | None = None
         self.changed_at: datetime = clock.now()
         """When the cache last changed (Karpenter's ``cluster.LastUpdated``)."""
@@ -318,6 +342,17 @@ class ClusterState:
         with self._lock:
             return self._generation
 
+    @property
+    def placement_generation(self) -> int:
+        """A counter that moves on every change but those no placement reads.
+
+        Those are a NodeClaim's ``Consolidatable`` condition and ``status.lastPodEventTime``
+        (the disruption controllers' bookkeeping of when a node may be consolidated): what
+        is planned on a snapshot, a disruption simulation's outcome, does not depend on them.
+        """
+        with self._lock:
+            return self._placement_generation
+
     # -- feeding ------------------------------------------------------------------------------
 
     def resync(self, kube: KubeClient, resources: Iterable[Resource] = TRACKED_RESOURCES) -> None:
@@ -337,6 +372,7 @@ class ClusterState:
             for key in existing - seen:
                 self._remove(kind, {"metadata": {"namespace": key[0], "name": key[1]}})
             self._synced.add(resource)
+            self._placement_unchanged = False  # a relist: whatever its last object was
             self._touch()
 
     def apply(self, resource: Resource, event: WatchEvent) -> None:
@@ -369,6 +405,9 @@ class ClusterState:
 
     def _touch(self) -> None:
         self._generation += 1
+        if not self._placement_unchanged:
+            self._placement_generation += 1
+        self._placement_unchanged = False
         self.changed_at = self._clock.now()
 
     def _keys_of(self, kind: str) -> set[_Key]:
@@ -460,6 +499,7 @@ class ClusterState:
         except ApiValidationError:
             return  # the API server validates NodeClaims; a bad one is not ours to manage
         old = ix.node_claims.get(claim.name)
+        self._placement_unchanged = old is not None and _placed_alike(old, claim)
         if old is not None and old.provider_id:
             ix.claim_by_provider_id.pop(old.provider_id, None)
         ix.node_claims[claim.name] = claim

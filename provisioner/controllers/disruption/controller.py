@@ -157,6 +157,7 @@ class DisruptionController(ControllerBase):
             if seen == idle_key and now - at < self._config.recheck_interval:
                 return Result.after(self._config.poll_interval)
         self._idle = None
+        placement = self._state.placement_generation  # read before the snapshot it keys
         snapshot = self._state.snapshot(now)
         if self._state.has_kind(BUFFER_KIND):  # its virtual pods hold their room
             snapshot, _ = bind_buffer_pods(snapshot, self._planner)
@@ -173,7 +174,10 @@ class DisruptionController(ControllerBase):
         leaving = {name for name, s in facts.nodes.items() if s.deleting} | disrupting
         self.consolidation_state.observe(facts, frozenset(disrupting), now)
         self.simulations.scope(
-            (idle_key[0], nominations), catalog, frozenset(leaving), self._planner
+            (placement, nominations),
+            catalog,
+            frozenset(leaving),
+            self._planner,
         )
         context = MethodContext(
             facts=facts,
