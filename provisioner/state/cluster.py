@@ -318,7 +318,6 @@ class ClusterState:
         self._synced: set[Resource] = set()
         self._generation = 0
         self._placement_generation = 0
-        self._placement_unchanged = False
         self._joined: tuple[object, Mapping[str, StateNode]] | None = None
         self.changed_at: datetime = clock.now()
         """When the cache last changed (Karpenter's ``cluster.LastUpdated``)."""
@@ -372,8 +371,7 @@ class ClusterState:
             for key in existing - seen:
                 self._remove(kind, {"metadata": {"namespace": key[0], "name": key[1]}})
             self._synced.add(resource)
-            self._placement_unchanged = False  # a relist: whatever its last object was
-            self._touch()
+            self._touch()  # a relist moves placement, whatever its objects were
 
     def apply(self, resource: Resource, event: WatchEvent) -> None:
         """Apply one watch event (``BOOKMARK``s and unknown kinds are ignored)."""
@@ -383,9 +381,9 @@ class ClusterState:
         with self._lock:
             if event.type == WatchEventType.DELETED:
                 self._remove(kind, event.object)
+                self._touch()
             else:
-                self._upsert_safely(kind, event.object)
-            self._touch()
+                self._touch(placement=self._upsert_safely(kind, event.object))
 
     def apply_object(self, obj: JsonObject, *, deleted: bool = False) -> None:
         """Apply one object of any kind (pod-group CRDs included) as added/updated or deleted."""
@@ -393,9 +391,9 @@ class ClusterState:
             kind = str(obj.get("kind") or "")
             if deleted:
                 self._remove(kind, obj)
+                self._touch()
             else:
-                self._upsert_safely(kind, obj)
-            self._touch()
+                self._touch(placement=self._upsert_safely(kind, obj))
 
     def put_pod(self, pod: Pod) -> None:
         """Add or replace one pod already validated (``apply_object`` without parsing it again)."""
@@ -403,11 +401,11 @@ class ClusterState:
             self._ix.pods[_pod_key(pod.metadata.namespace, pod.metadata.name)] = pod
             self._touch()
 
-    def _touch(self) -> None:
+    def _touch(self, *, placement: bool = True) -> None:
+        """Record a change; ``placement=False`` when no placement reads what changed."""
         self._generation += 1
-        if not self._placement_unchanged:
+        if placement:
             self._placement_generation += 1
-        self._placement_unchanged = False
         self.changed_at = self._clock.now()
 
     def _keys_of(self, kind: str) -> set[_Key]:
@@ -437,23 +435,25 @@ class ClusterState:
             return keys
         return {(k[2], k[3]) for k in ix.groups if k[1] == kind}
 
-    def _upsert_safely(self, kind: str, obj: JsonObject) -> None:
+    def _upsert_safely(self, kind: str, obj: JsonObject) -> bool:
+        """Add or replace ``obj``; whether what placement reads may have changed."""
         try:
-            self._upsert(kind, obj)
+            return self._upsert(kind, obj)
         except ApiValidationError:
             # Objects Jointer cannot read are dropped (the old state of that key with them):
             # the API server validated them, so this is a field Jointer reads too strictly.
             self._remove(kind, obj)
+            return True
 
-    def _upsert(self, kind: str, obj: JsonObject) -> None:  # noqa: C901 - a dispatch table
+    def _upsert(self, kind: str, obj: JsonObject) -> bool:  # noqa: C901 - a dispatch table
         ix = self._ix
         namespace, name = _key(obj)
+        if kind == "NodeClaim":
+            return self._put_claim(obj)
         if kind == "Pod":
             self._put_pod(_pod_key(namespace, name), obj)
         elif kind == "Node":
             self._put_node_object(name, obj)
-        elif kind == "NodeClaim":
-            self._put_claim(obj)
         elif kind == "NodePool":
             ix.nodepools[name] = _nodepool_entry(obj)
         elif kind == "DaemonSet":
@@ -472,6 +472,7 @@ class ClusterState:
             ix.overlays[name] = _overlay_entry(obj)
         elif kind in GROUP_KINDS or kind in BUFFER_KINDS:
             ix.groups[(str(obj.get("apiVersion") or ""), kind, namespace, name)] = _trimmed(obj)
+        return True
 
     def _put_pod(self, key: str, obj: JsonObject) -> None:
         known = self._ix.pods.get(key)
@@ -492,19 +493,20 @@ class ClusterState:
         if node.spec.provider_id:
             ix.node_by_provider_id[node.spec.provider_id] = node.metadata.name
 
-    def _put_claim(self, obj: JsonObject) -> None:
+    def _put_claim(self, obj: JsonObject) -> bool:
+        """Add or replace one NodeClaim; False when only what no placement reads changed."""
         ix = self._ix
         try:
             claim = self._interner.share(parse_object(NodeClaim, obj, kind="NodeClaim"))
         except ApiValidationError:
-            return  # the API server validates NodeClaims; a bad one is not ours to manage
+            return True  # the API server validates NodeClaims; a bad one is not ours to manage
         old = ix.node_claims.get(claim.name)
-        self._placement_unchanged = old is not None and _placed_alike(old, claim)
         if old is not None and old.provider_id:
             ix.claim_by_provider_id.pop(old.provider_id, None)
         ix.node_claims[claim.name] = claim
         if claim.provider_id:
             ix.claim_by_provider_id[claim.provider_id] = claim.name
+        return old is None or not _placed_alike(old, claim)
 
     def _remove(  # noqa: C901, PLR0912 - a dispatch table
         self, kind: str, obj: Mapping[str, Any]
