@@ -7,12 +7,13 @@ Caches are built by the composition root and injected; each takes a ``timer`` ca
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Final, Generic, TypeVar
 
 __all__ = [
+    "INSTANCES_DRIFT_TTL",
     "INSTANCES_TTL",
     "INSTANCE_TYPES_TTL",
     "INSTANCE_TYPE_OFFERINGS_TTL",
@@ -36,10 +37,13 @@ ON_DEMAND_PRICING_TTL: Final = timedelta(hours=12)
 # them every 12 hours as well.
 SPOT_PRICING_TTL: Final = timedelta(hours=12)
 
-# What DescribeInstances said of one instance (its subnet, security groups, image, state) is
-# kept for a minute: drift checks ask for every node in turn, and the list that garbage
-# collection takes every two minutes refreshes all of them; deletes always ask EC2 afresh.
+# What DescribeInstances said of one instance (its subnet, security groups, image, state) answers
+# a liveness question for a minute; deletes always ask EC2 afresh.
 INSTANCES_TTL: Final = timedelta(minutes=1)
+# Drift reads only the instance's image and subnet, which never change, and its security groups,
+# and asks every 5 minutes per node: an instance seen within 3 minutes will do, so the list that
+# garbage collection takes every 2 minutes answers every node's check without a call of its own.
+INSTANCES_DRIFT_TTL: Final = timedelta(minutes=3)
 
 Timer = Callable[[], float]
 K = TypeVar("K", bound=Hashable)
@@ -65,15 +69,28 @@ class TtlCache(Generic[K, V]):
     timer: Timer = time.monotonic
     _entries: dict[K, _Entry[V]] = field(default_factory=dict)
 
-    def get(self, key: K) -> V | None:
-        """The live value for ``key``, or None when absent or expired."""
+    def get(self, key: K, *, within: timedelta | None = None) -> V | None:
+        """The live value for ``key``, or None when absent or expired.
+
+        ``within``: only a value set at most that long ago (shorter than ``ttl``) is live.
+        """
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if self.timer() >= entry.expires_at:
+        now = self.timer()
+        if now >= entry.expires_at:
             del self._entries[key]
             return None
+        if within is not None and now >= entry.expires_at - self.ttl.total_seconds() + (
+            within.total_seconds()
+        ):
+            return None
         return entry.value
+
+    def retain_only(self, keys: Collection[K]) -> None:
+        """Forget every entry whose key is not in ``keys``."""
+        for key in [k for k in self._entries if k not in keys]:
+            del self._entries[key]
 
     def set(self, key: K, value: V) -> None:
         """Store ``value`` for ``key`` for one ``ttl``."""

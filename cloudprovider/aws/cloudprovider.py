@@ -27,7 +27,12 @@ from typing import Final, Protocol
 
 from cloudprovider.aws.ami import AMIS_TTL, AmiProvider, ami_for
 from cloudprovider.aws.batcher import FleetBatcher
-from cloudprovider.aws.cache import RESOLVED_INSTANCE_TYPES_TTL, Timer, TtlCache
+from cloudprovider.aws.cache import (
+    INSTANCES_DRIFT_TTL,
+    RESOLVED_INSTANCE_TYPES_TTL,
+    Timer,
+    TtlCache,
+)
 from cloudprovider.aws.capacityreservation import (
     CAPACITY_RESERVATIONS_TTL,
     CapacityReservation,
@@ -657,8 +662,17 @@ class AwsCloudProvider:
         return self._hydrate_found(instance)
 
     def list_claims(self) -> list[CloudNodeClaim]:
-        """See :meth:`CloudProvider.list_claims`."""
-        return [self._hydrate_found(i) for i in self.instances.list_instances()]
+        """See :meth:`CloudProvider.list_claims` (each EC2NodeClass read once per list)."""
+        instances = self.instances.list_instances()
+        nodeclasses = {
+            name: (nodeclass, self._catalog(nodeclass))
+            for name in {i.tags.get(TAG_NODECLASS, "") for i in instances}
+            for nodeclass in [self.nodeclasses.get_nodeclass(name)]
+        }
+        return [
+            self._hydrate(instance, *nodeclasses[instance.tags.get(TAG_NODECLASS, "")])
+            for instance in instances
+        ]
 
     def delete(self, provider_id: str) -> None:
         """See :meth:`CloudProvider.delete`."""
@@ -693,7 +707,9 @@ class AwsCloudProvider:
             return reason
         if nodeclass.status is None or not ready_in_status(nodeclass.status):
             return None
-        instance = self.instances.get(self._instance_id(claim.provider_id))
+        instance = self.instances.get(
+            self._instance_id(claim.provider_id), within=INSTANCES_DRIFT_TTL
+        )
         if instance is None:
             return None
         return dynamic_drift(

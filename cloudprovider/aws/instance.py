@@ -18,10 +18,10 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from cloudprovider.aws.cache import INSTANCES_TTL, Timer, TtlCache
+from cloudprovider.aws.cache import INSTANCES_DRIFT_TTL, INSTANCES_TTL, Timer, TtlCache
 from cloudprovider.aws.retry import Caller
 from cloudprovider.aws.sdk import Ec2Api
 from cloudprovider.aws.tags import (
@@ -324,9 +324,11 @@ def parse_fleet_response(request: FleetRequest, response: CreateFleetResultTypeD
 class InstanceProvider:
     """Launches, finds and terminates this cluster's instances.
 
-    What ``get`` and ``list_instances`` learn of an instance is kept for ``INSTANCES_TTL``
-    (Karpenter's AWS provider caches instances the same way), so that drift checks of every
-    node do not each cost a DescribeInstances call; ``get(skip_cache=True)`` asks EC2 afresh.
+    What ``get`` and ``list_instances`` learn of an instance answers ``get`` for
+    ``INSTANCES_TTL`` (Karpenter's AWS provider caches instances the same way) and drift checks
+    for ``INSTANCES_DRIFT_TTL``, so that the drift checks of every node do not each cost a
+    DescribeInstances call; ``get(skip_cache=True)`` asks EC2 afresh. A list forgets every
+    instance it did not find.
     """
 
     ec2: Ec2Api
@@ -336,7 +338,7 @@ class InstanceProvider:
     _known: TtlCache[str, Instance] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._known = TtlCache(INSTANCES_TTL, self.timer)
+        self._known = TtlCache(max(INSTANCES_TTL, INSTANCES_DRIFT_TTL), self.timer)
 
     def launch(self, request: FleetRequest, count: int = 1) -> FleetOutcome:
         """One CreateFleet call for ``count`` instances.
@@ -389,13 +391,15 @@ class InstanceProvider:
         ]
         return min(found, key=lambda i: i.id) if found else None
 
-    def get(self, instance_id: str, *, skip_cache: bool = False) -> Instance | None:
+    def get(
+        self, instance_id: str, *, skip_cache: bool = False, within: timedelta = INSTANCES_TTL
+    ) -> Instance | None:
         """The instance if it is live and this cluster's, else None.
 
-        A live instance seen within ``INSTANCES_TTL`` is answered from what was seen, unless
-        ``skip_cache``.
+        A live instance seen ``within`` that long (``INSTANCES_TTL``, at most
+        ``INSTANCES_DRIFT_TTL``) is answered from what was seen, unless ``skip_cache``.
         """
-        if not skip_cache and (known := self._known.get(instance_id)) is not None:
+        if not skip_cache and (known := self._known.get(instance_id, within=within)) is not None:
             return known
         found = self._describe(
             f"describing instance {instance_id}",
@@ -417,6 +421,7 @@ class InstanceProvider:
             )
             if is_owned_by(instance.tags, self.cluster)
         ]
+        self._known.retain_only({instance.id for instance in instances})
         for instance in instances:
             self._known.set(instance.id, instance)
         return instances

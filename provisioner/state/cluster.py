@@ -627,8 +627,10 @@ class ClusterState:
         return self._joined[1]
 
     def state_nodes(self, now: datetime | None = None) -> list[StateNode]:
-        """Every state node (Nodes and NodeClaims joined), sorted by key."""
-        return list(self.snapshot(now).state_nodes.values())
+        """Every state node (Nodes and NodeClaims joined), sorted by key (no snapshot copied)."""
+        nominations = self.nominations(now or self._clock.now())
+        with self._lock:
+            return list(self._state_nodes(nominations).values())
 
     def pod(self, key: str) -> Pod | None:
         """The pod ``namespace/name``."""

@@ -169,3 +169,36 @@ def test_delete_asks_ec2_afresh_and_forgets_the_instance(
     with pytest.raises(NodeClaimNotFoundError):
         aws.provider.get(claim.provider_id)
     assert calls[0] == 2
+
+
+def test_a_list_forgets_the_instances_it_did_not_find(aws: AwsEnv, monkeypatch: pytest.MonkeyPatch):
+    kept = aws.provider.create(make_request("kept-1"))
+    gone = aws.provider.create(make_request("gone-1"))
+    aws.provider.get(gone.provider_id)
+    aws.ec2.terminate_instances(InstanceIds=[gone.instance_id])
+    aws.ec2.terminate_instances(InstanceIds=[gone.instance_id])  # settle moto to terminated
+    calls = _count_describes(aws, monkeypatch)
+
+    listed = {c.provider_id for c in aws.provider.list_claims()}
+    assert listed == {kept.provider_id}
+    with pytest.raises(NodeClaimNotFoundError):
+        aws.provider.get(gone.provider_id)  # not answered from before the list
+    aws.provider.get(kept.provider_id)
+    assert calls[0] == 2  # the list and the forgotten instance
+
+
+def test_a_list_reads_each_nodeclass_once(aws: AwsEnv, monkeypatch: pytest.MonkeyPatch):
+    made = [aws.provider.create(make_request(f"claim-{i}")) for i in range(3)]
+    read: list[str] = []
+    get_nodeclass = aws.nodeclasses.get_nodeclass
+
+    def counting(name: str) -> object:
+        read.append(name)
+        return get_nodeclass(name)
+
+    monkeypatch.setattr(aws.nodeclasses, "get_nodeclass", counting)
+    claims = aws.provider.list_claims()
+
+    assert {c.provider_id for c in claims} == {c.provider_id for c in made}
+    assert read == ["default"]
+    assert {c.node_class for c in claims} == {"default"}

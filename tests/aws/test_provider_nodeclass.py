@@ -254,3 +254,32 @@ def test_security_group_drift_when_the_groups_differ(aws: AwsEnv):
     aws.nodeclasses.add(_resolved(aws, make_nodeclass()))
 
     assert aws.provider.is_drifted(claim) == "SecurityGroupDrift"
+
+
+def test_drift_checks_are_answered_by_the_garbage_collection_list(
+    aws: AwsEnv, monkeypatch: pytest.MonkeyPatch
+):
+    claim = _claim_view(aws, aws.provider.create(make_request(capacity_types=("on-demand",))))
+    aws.nodeclasses.add(_resolved(aws, make_nodeclass()))
+    ec2 = aws.provider.instances.ec2
+    describe = ec2.describe_instances
+    calls: list[object] = []
+
+    def counting(**kwargs: object) -> object:
+        calls.append(kwargs.get("Filters"))
+        return describe(**kwargs)
+
+    monkeypatch.setattr(ec2, "describe_instances", counting)
+    aws.provider.list_claims()
+    aws.timer.advance(150)  # older than a liveness answer, young enough for drift
+
+    assert aws.provider.is_drifted(claim) is None
+    assert len(calls) == 1  # the list only
+    other = aws.ec2.create_security_group(GroupName="x", Description="x", VpcId=aws.vpc_id)[
+        "GroupId"
+    ]
+    aws.ec2.modify_instance_attribute(InstanceId=claim.instance_id, Groups=[other])
+    aws.timer.advance(31)  # the list is 3 minutes old: drift asks EC2 again
+
+    assert aws.provider.is_drifted(claim) == "SecurityGroupDrift"
+    assert len(calls) == 2
