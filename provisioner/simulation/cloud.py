@@ -80,7 +80,7 @@ from provisioner.apis.labels import (
     CAPACITY_TYPE_SPOT,
 )
 from provisioner.simulation import motoquery, motoserialize
-from provisioner.simulation.motoreads import ReadCache
+from provisioner.simulation.motoreads import OK, PARSED_ACTIONS, ReadCache
 from provisioner.simulation.timeline import Timeline
 
 __all__ = [
@@ -538,6 +538,8 @@ class MotoCloud:
         events = session.events
         events.register("provide-client-params.ec2.CreateFleet", self._remove_unavailable)
         events.register("before-call.ec2", self._throttle)
+        events.register("before-call.ec2", self._kept_read)  # after a throttling answer
+        events.register("after-call.ec2", self._keep_read)
         events.register("before-call.ec2.CreateFleet", self._short_circuit)
         events.register("after-call.ec2.CreateFleet", self._after_fleet)
         events.register("after-call.ec2.TerminateInstances", self._after_terminate)
@@ -618,6 +620,38 @@ class MotoCloud:
             "Error": {"Code": _THROTTLE_CODE, "Message": _THROTTLE_MESSAGE},
             "ResponseMetadata": {"HTTPStatusCode": 503},
         }
+
+    def _kept_read(
+        self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any
+    ) -> Any:
+        """``before-call``: a repeated read's kept parsed answer (``ReadCache.parsed``)."""
+        reads = self._reads
+        if reads is None or model.name not in PARSED_ACTIONS:
+            return None
+        if context.get(_CONTEXT_KEY, {}).get("throttled"):
+            return None
+        body = params.get("body")
+        if not isinstance(body, dict):
+            return None
+        key = (model.name, params.get("url"), tuple(sorted(body.items())))
+        context.setdefault(_CONTEXT_KEY, {})["read"] = key
+        answer = reads.parsed(key)
+        if answer is None:
+            return None
+        headers = answer["ResponseMetadata"]["HTTPHeaders"]
+        answer["ResponseMetadata"]["HTTPStatusCode"] = OK
+        return AWSResponse(str(params.get("url")), OK, headers, None), answer
+
+    def _keep_read(
+        self, http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any
+    ) -> None:
+        """``after-call``: keep a read's parsed answer (``ReadCache.keep_parsed``)."""
+        key = context.get(_CONTEXT_KEY, {}).get("read")
+        reads = self._reads
+        if key is None or reads is None or getattr(http_response, "raw", None) is None:
+            return  # not a kept kind of read, or answered from the kept answer itself
+        if getattr(http_response, "status_code", 0) == OK:
+            reads.keep_parsed(key, parsed)
 
     def _short_circuit(self, context: dict[str, Any], **_: Any) -> Any:
         if context.get(_CONTEXT_KEY, {}).get("throttled"):

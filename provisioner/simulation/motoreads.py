@@ -12,22 +12,34 @@ answers a repeated request with it.
 moto gives every answer a request id drawn from its seeded random source; a kept answer draws
 one too, the same way, so the seeded source (and with it every later id) advances exactly as
 if moto had answered, and a run's trajectory does not depend on the cache.
+
+botocore then parses each answer's XML, which costs more than moto's kept answer saves for the
+largest reads (garbage collection's list of every instance). So the cache also keeps the
+parsed answers of :data:`PARSED_ACTIONS` under the same rule, and the account answers a
+repeated one before botocore sends it (a ``before-call`` answer), as a fresh copy with a drawn
+request id.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
-__all__ = ["READS_LIMIT", "ReadCache", "ReadMismatchError"]
+__all__ = ["OK", "PARSED_ACTIONS", "READS_LIMIT", "ReadCache", "ReadMismatchError"]
 
 READS_LIMIT: Final = 512
 """Answers kept before the cache starts again (drift checks describe one instance each)."""
 
+PARSED_ACTIONS: Final = frozenset(
+    {"DescribeInstances", "DescribeImages", "DescribeSubnets", "DescribeSecurityGroups"}
+)
+"""The reads whose parsed answers are kept too (those the account answers no other way)."""
+
 _READ_PREFIX: Final = "Describe"
 _REQUEST_ID: Final = re.compile(r"(?<=<RequestId>).*(?=<\/RequestId>)")
-_OK: Final = 200
+OK: Final = 200
+"""The HTTP status of an answer that is kept."""
 
 Answer = tuple[int, dict[str, Any], Any]
 """moto's answer to a request: status, headers, body."""
@@ -64,13 +76,44 @@ class ReadCache:
         self._answer = answer
         self._check = check
         self._kept: dict[tuple[str, Any], Answer] = {}
+        self._parsed: dict[Hashable, dict[str, Any]] = {}
         self.hits = 0
+        self.parsed_hits = 0
         self.misses = 0
         self.mismatches: list[str] = []
 
     def forget(self) -> None:
         """Drop every kept answer (the account's EC2 state changed)."""
         self._kept.clear()
+        self._parsed.clear()
+
+    def parsed(self, key: Hashable) -> dict[str, Any] | None:
+        """A copy of the kept parsed answer to the request ``key``, with a drawn request id.
+
+        None when none is kept, and always when checking (every answer is then moto's and
+        botocore's, compared in :meth:`keep_parsed`).
+        """
+        kept = self._parsed.get(key)
+        if kept is None or self._check:
+            return None
+        from moto.utilities.aws_headers import gen_amzn_requestid_long  # noqa: PLC0415
+
+        self.parsed_hits += 1
+        answer: dict[str, Any] = _copied(kept)
+        metadata = answer.setdefault("ResponseMetadata", {})
+        headers = metadata.setdefault("HTTPHeaders", {})
+        metadata["RequestId"] = gen_amzn_requestid_long(headers)
+        return answer
+
+    def keep_parsed(self, key: Hashable, answer: Mapping[str, Any]) -> None:
+        """Keep botocore's parsed ``answer`` to the request ``key`` until EC2 changes."""
+        kept = self._parsed.get(key) if self._check else None
+        if kept is not None and _without_ids(kept) != _without_ids(answer):
+            self.mismatches.append(f"kept parsed answer to {key!r} differs from botocore's")
+            raise ReadMismatchError(self.mismatches[-1])
+        if len(self._parsed) >= READS_LIMIT:
+            self._parsed.clear()
+        self._parsed[key] = _copied(answer)
 
     def __call__(self, request: Any) -> Answer | None:
         """The answer to ``request``: a kept one when it repeats an EC2 read."""
@@ -86,7 +129,7 @@ class ReadCache:
         if kept is None:
             self.misses += 1
             answer = self._answer(request)
-            if answer is not None and answer[0] == _OK:
+            if answer is not None and answer[0] == OK:
                 if len(self._kept) >= READS_LIMIT:
                     self._kept.clear()
                 self._kept[key] = (answer[0], dict(answer[1]), answer[2])
@@ -127,3 +170,16 @@ def _replayed(kept: Answer) -> Answer:
     if isinstance(body, str) and "<RequestId>" in body:
         body = _REQUEST_ID.sub(request_id, body)
     return status, headers, body
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a parsed answer's dictionaries and lists (the leaves are immutable)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
+
+
+def _without_ids(answer: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in answer.items() if k != "ResponseMetadata"}

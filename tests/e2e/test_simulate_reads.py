@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -146,22 +146,58 @@ def _report_without_timing(report: dict[str, Any]) -> str:
 
 
 def test_a_scenario_runs_the_same_with_kept_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Spot interruptions, an outage and replacements: every kept answer is moto's, and the
-    run (ids included: the request ids are drawn as moto draws them) is the one without."""
+    """Spot interruptions, an outage and replacements: every kept answer is moto's (and
+    botocore's), and the run (ids included: the request ids are drawn as moto draws them) is
+    the one without any kept answer."""
     scenario = bundled("spot-outage")
     seen: list[ReadCache] = []
     start = MotoCloud.start
 
-    def checked_start(cloud: MotoCloud) -> None:
-        cloud._check_reads = True
-        start(cloud)
-        seen.append(_reads(cloud))
+    def watched(check: bool) -> Callable[[MotoCloud], None]:
+        def watched_start(cloud: MotoCloud) -> None:
+            cloud._check_reads = check
+            start(cloud)
+            seen.append(_reads(cloud))
 
-    monkeypatch.setattr(MotoCloud, "start", checked_start)
+        return watched_start
+
+    monkeypatch.setattr(MotoCloud, "start", watched(check=True))
+    checked, _ = run(scenario)
+    monkeypatch.setattr(MotoCloud, "start", watched(check=False))
     kept, _ = run(scenario)
-    assert seen
     assert seen[0].hits > 0
     assert seen[0].mismatches == []
+    assert seen[1].parsed_hits > 0
     monkeypatch.setattr(ReadCache, "__call__", lambda reads, request: reads._answer(request))
+    monkeypatch.setattr(ReadCache, "parsed", lambda reads, key: None)
     asked, _ = run(scenario)
+    assert seen[2].hits == seen[2].parsed_hits == 0
     assert _report_without_timing(kept) == _report_without_timing(asked)
+    assert _report_without_timing(checked) == _report_without_timing(asked)
+
+
+def test_parsed_answers_are_copies_kept_until_ec2_changes() -> None:
+    reads = ReadCache(lambda request: (200, {}, "<ok/>"))
+    key = ("DescribeSubnets", "https://ec2/", (("Action", "DescribeSubnets"),))
+    assert reads.parsed(key) is None
+    reads.keep_parsed(key, {"Subnets": [{"SubnetId": "s-1"}], "ResponseMetadata": {}})
+    first = reads.parsed(key)
+    assert first is not None
+    assert first["Subnets"] == [{"SubnetId": "s-1"}]
+    first["Subnets"].append({"SubnetId": "s-2"})  # a caller's change stays its own
+    second = reads.parsed(key)
+    assert second is not None
+    assert second["Subnets"] == [{"SubnetId": "s-1"}]
+    assert first["ResponseMetadata"]["RequestId"] != second["ResponseMetadata"]["RequestId"]
+    reads(_request("Action=CreateTags&ResourceId.1=s-1"))
+    assert reads.parsed(key) is None
+
+
+def test_checking_catches_a_parsed_answer_that_changed() -> None:
+    reads = ReadCache(lambda request: (200, {}, "<ok/>"), check=True)
+    key = ("DescribeSubnets", "https://ec2/", ())
+    reads.keep_parsed(key, {"Subnets": [], "ResponseMetadata": {"RequestId": "a"}})
+    assert reads.parsed(key) is None  # checking: always asked afresh
+    reads.keep_parsed(key, {"Subnets": [], "ResponseMetadata": {"RequestId": "b"}})
+    with pytest.raises(ReadMismatchError):
+        reads.keep_parsed(key, {"Subnets": [{"SubnetId": "s-1"}], "ResponseMetadata": {}})
