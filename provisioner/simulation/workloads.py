@@ -128,11 +128,11 @@ class Workloads:
     def run_pass(self) -> None:
         """Reconcile every workload once."""
         pods = self._kube.view(PODS)
-        self._collect_garbage(pods)
+        if self._collect_garbage(pods):
+            pods = self._kube.view(PODS)
         for deployment in self._kube.view(DEPLOYMENTS):
             if not is_deleting(deployment):
-                self._deployment(deployment)
-        pods = self._kube.view(PODS)
+                self._deployment(deployment)  # writes ReplicaSets only: the pods stay as seen
         for replica_set in self._kube.view(REPLICA_SETS):
             if not is_deleting(replica_set):
                 self._replica_set(replica_set, pods)
@@ -147,15 +147,25 @@ class Workloads:
 
     # -- garbage collection ------------------------------------------------------------------
 
-    def _collect_garbage(self, pods: Sequence[JsonObject]) -> None:
+    def _collect_garbage(self, pods: Sequence[JsonObject]) -> bool:
+        """Delete what a gone workload owned; whether a pod was deleted."""
         alive = {uid_of(obj) for resource in _WORKLOADS for obj in self._kube.view(resource)}
-        for resource, items in ((REPLICA_SETS, self._kube.view(REPLICA_SETS)), (PODS, pods)):
-            for obj in items:
-                owner = _owner(obj)
-                if owner is None or owner.get("kind") not in _OWNED_KINDS:
-                    continue
-                if owner.get("uid") not in alive and not is_deleting(obj):
-                    self._delete(resource, obj)
+        orphans = [
+            (REPLICA_SETS, obj)
+            for obj in self._kube.view(REPLICA_SETS)
+            if (_owner(obj) or {}).get("uid") not in alive
+        ]
+        for uid, owned in self._by_owner(pods).items():
+            if uid is not None and uid not in alive:
+                orphans.extend((PODS, pod) for pod in owned)
+        deleted_pods = False
+        for resource, obj in orphans:
+            owner = _owner(obj)
+            if owner is None or owner.get("kind") not in _OWNED_KINDS or is_deleting(obj):
+                continue
+            self._delete(resource, obj)
+            deleted_pods = deleted_pods or resource == PODS
+        return deleted_pods
 
     def _delete(self, resource: Resource, obj: Mapping[str, Any]) -> None:
         with contextlib.suppress(NotFoundError):
@@ -217,14 +227,18 @@ class Workloads:
         self.pods_created += 1
 
     def _owned(self, owner: Mapping[str, Any], pods: Sequence[JsonObject]) -> list[JsonObject]:
-        """The pods ``owner`` controls, in ``pods``' order (indexed once per list of pods)."""
+        """The pods ``owner`` controls, in ``pods``' order."""
+        return list(self._by_owner(pods).get(uid_of(owner), ()))
+
+    def _by_owner(self, pods: Sequence[JsonObject]) -> dict[str | None, list[JsonObject]]:
+        """``pods`` by their controller's uid (indexed once per list of pods)."""
         if self._index is None or self._index[0] is not pods:
             index: dict[str | None, list[JsonObject]] = {}
             for pod in pods:
                 uid = (_owner(pod) or {}).get("uid")
                 index.setdefault(uid if isinstance(uid, str) else None, []).append(pod)
             self._index = (pods, index)
-        return list(self._index[1].get(uid_of(owner), ()))
+        return self._index[1]
 
     # -- controllers -------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from provisioner.apis import conditions as cond
 from provisioner.apis import labels as wk
 from provisioner.apis.core import Pod
 from provisioner.apis.nodepool import NodePool
+from provisioner.apis.podmemo import PerPod
 from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.facts import (
     ClusterFacts,
@@ -203,6 +204,7 @@ def build_candidates(
     *,
     in_flight: Callable[[str], bool],
     publish: Callable[[Event], object] | None = None,
+    memo: PerPod[tuple[bool, float]] | None = None,
 ) -> list[Candidate]:
     """Every node that may be disrupted now, with its costs; blocked nodes get an event.
 
@@ -211,8 +213,12 @@ def build_candidates(
         catalog: the NodePools and instance types (for prices).
         in_flight: whether a NodeClaim is already part of a running disruption.
         publish: receives ``DisruptionBlocked`` events.
+        memo: what was read of each pod object before (kept by the caller across passes).
     """
     now = facts.now
+    if memo is None:
+        memo = PerPod()
+    memo.bound(len(facts.snapshot.pods))
     candidates: list[Candidate] = []
     booked = requested(facts.snapshot, facts.context).booked
     for state in sorted(facts.nodes.values(), key=lambda s: s.nodeclaim.name):
@@ -230,9 +236,14 @@ def build_candidates(
                     publish(event)
             continue
         candidates.append(
-            _candidate(state, nodepool=nodepool, gangs=gangs, catalog=catalog, now=now)
+            _candidate(state, nodepool=nodepool, gangs=gangs, catalog=catalog, now=now, memo=memo)
         )
     return candidates
+
+
+def _pod_costs(pod: Pod) -> tuple[bool, float]:
+    """Whether the pod must be rescheduled when its node goes, and its eviction cost."""
+    return is_reschedulable(pod), eviction_cost(pod)
 
 
 def _candidate(
@@ -242,16 +253,18 @@ def _candidate(
     gangs: frozenset[GangKey],
     catalog: PoolCatalog,
     now: datetime,
+    memo: PerPod[tuple[bool, float]],
 ) -> Candidate:
     labels = state.labels
     instance_type = labels.get(wk.LABEL_INSTANCE_TYPE, "")
     zone = labels.get(wk.LABEL_ZONE, "")
     capacity_type = labels.get(wk.LABEL_CAPACITY_TYPE, "")
     price = catalog.price(nodepool.name, instance_type, zone, capacity_type)
-    reschedulable = tuple(p for p in state.pods if is_reschedulable(p))
+    costs = [memo.get(p, _pod_costs) for p in state.pods]
+    reschedulable = tuple(p for p, (moves, _) in zip(state.pods, costs, strict=True) if moves)
     lifetime = _lifetime_remaining(state, now)
-    disruption_cost = sum(eviction_cost(p) for p in state.pods) * lifetime
-    reschedule_cost = 1.0 + sum(max(0.0, eviction_cost(p)) for p in reschedulable)
+    disruption_cost = sum(cost for _, cost in costs) * lifetime
+    reschedule_cost = 1.0 + sum(max(0.0, cost) for moves, cost in costs if moves)
     ready_at = consolidatable_at(state, nodepool)
     conditions = state.nodeclaim.status.conditions if state.nodeclaim.status else ()
     drifted = cond.get_condition(conditions, cond.NODECLAIM_CONDITION_DRIFTED)

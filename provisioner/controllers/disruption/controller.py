@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from provisioner.apis import conditions as cond
+from provisioner.apis.podmemo import PerPod
 from provisioner.controllers.disruption import events as ev
 from provisioner.controllers.disruption.budgets import BudgetNode, budget_mapping
 from provisioner.controllers.disruption.candidates import Candidate, build_candidates
@@ -136,6 +137,7 @@ class DisruptionController(ControllerBase):
         self.consolidation_state = ConsolidationState(recheck=self._config.recheck_interval)
         """Karpenter's consolidation state: when emptiness and consolidation run again."""
         self.simulations = SimulationCache()
+        self._pod_costs: PerPod[tuple[bool, float]] = PerPod()
         """Simulation outcomes reused while the cluster, catalog and leaving nodes are unchanged."""
         self._idle: tuple[object, datetime] | None = None
         self._failures = 0
@@ -193,7 +195,11 @@ class DisruptionController(ControllerBase):
             cache=self.simulations,
         )
         candidates = build_candidates(
-            facts, catalog, in_flight=self._queue.in_flight, publish=self._events.publish
+            facts,
+            catalog,
+            in_flight=self._queue.in_flight,
+            publish=self._events.publish,
+            memo=self._pod_costs,
         )
         nodes = budget_nodes(facts, disrupting)
         self._record_budgets(facts, nodes, now)

@@ -287,9 +287,9 @@ class ClusterFacts:
     def node_of_pod(self) -> dict[str, str]:
         """Node name of every bound live pod, by pod key (worked out on first use)."""
         if self._node_of_pod is None:
-            self._node_of_pod = {
-                pod.key: pod.spec.node_name
-                for pod in self.snapshot.pods.values()
+            self._node_of_pod = {  # the snapshot's pods are keyed by Pod.key
+                key: pod.spec.node_name
+                for key, pod in self.snapshot.pods.items()
                 if pod.spec.node_name and not is_terminal(pod)
             }
         return self._node_of_pod
