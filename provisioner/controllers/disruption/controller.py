@@ -137,8 +137,9 @@ class DisruptionController(ControllerBase):
         self.consolidation_state = ConsolidationState(recheck=self._config.recheck_interval)
         """Karpenter's consolidation state: when emptiness and consolidation run again."""
         self.simulations = SimulationCache()
-        self._pod_costs: PerPod[tuple[bool, float]] = PerPod()
         """Simulation outcomes reused while the cluster, catalog and leaving nodes are unchanged."""
+        self._pod_costs: PerPod[tuple[bool, float]] = PerPod()
+        """Each pod object's reschedulability and eviction cost, kept across passes."""
         self._idle: tuple[object, datetime] | None = None
         self._failures = 0
         self._groups = DetectionMemo()
