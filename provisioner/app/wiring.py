@@ -88,6 +88,7 @@ from provisioner.kube.resource import (
     Resource,
 )
 from provisioner.runtime.clock import Clock, SystemClock
+from provisioner.runtime.collector import collector_for_long_runs
 from provisioner.state.cluster import TRACKED_RESOURCES
 
 __all__ = [
@@ -534,10 +535,16 @@ class ControllerProcess:
     def run(self, stop: threading.Event) -> int:
         """Serve until ``stop`` is set (or leadership is lost), then shut down gracefully.
 
+        The cycle collector is set up for a long run meanwhile (``collector_for_long_runs``).
+
         Returns:
             The exit status: 0 after a requested stop, :data:`EXIT_LOST_LEADERSHIP` after
             losing the Lease.
         """
+        with collector_for_long_runs():
+            return self._serve(stop)
+
+    def _serve(self, stop: threading.Event) -> int:
         self._stop = stop
         self.endpoints.start()
         self.logger.info(

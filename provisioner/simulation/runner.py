@@ -52,6 +52,7 @@ from provisioner.kube.resource import (
     REPLICA_SETS,
     Resource,
 )
+from provisioner.runtime.collector import collector_for_long_runs
 from provisioner.runtime.reconciler import Request
 from provisioner.simulation.adopt import SeedError, seed
 from provisioner.simulation.cloud import Launch, MotoCloud, Outage, SimReservation
@@ -267,9 +268,16 @@ class Simulation:
     def run(self) -> dict[str, Any]:
         """Replay the scenario and return the report.
 
+        The cycle collector is set up for a long run meanwhile (``collector_for_long_runs``),
+        as in the controller.
+
         Raises:
             ScenarioError: the scenario cannot be replayed (region, catalog).
         """
+        with collector_for_long_runs():
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         catalog, loader = load_catalog(self.scenario)
         self._price = _prices(catalog)
         zones = sorted({o.zone for t in catalog.instance_types for o in t.offerings})

@@ -10,6 +10,7 @@ never on time.
 
 from __future__ import annotations
 
+import gc
 import http.client
 import io
 import json
@@ -34,6 +35,7 @@ from provisioner.kube.errors import NotFoundError
 from provisioner.kube.memory import InMemoryKube
 from provisioner.kube.resource import EVENTS, LEASES, NODE_CLAIMS, NODE_POOLS, NODES, PODS
 from provisioner.runtime.clock import FakeClock
+from provisioner.runtime.collector import LONG_RUN_THRESHOLDS
 from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
 from tests.kube.kmock_shim import CONTROLLER_TOKEN, EmulatorThread
 from tests.unit.controllers.harness import TYPES, nodepool, pending_pod
@@ -274,9 +276,13 @@ def test_run_without_leader_election_acts_at_once(kube, kubeconfig, cloud):
     thread = threading.Thread(
         target=lambda: status.append(execute(args, environ=environment(), seams=seams, stop=stop))
     )
+    collector = gc.get_threshold()
     thread.start()
     try:
         logs.wait_for("starting workers")
+        # the process's cycle collector is set up for a long run while it serves
+        assert gc.get_threshold() == LONG_RUN_THRESHOLDS
+        assert gc.get_freeze_count() > 0
         kube.create(NODE_POOLS, nodepool())
         kube.create(PODS, pending_pod("web-0"), namespace="default")
         logs.wait_for("created nodeclaim")
@@ -286,6 +292,8 @@ def test_run_without_leader_election_acts_at_once(kube, kubeconfig, cloud):
     assert status == [0]
     assert holder(kube) is None  # no Lease was ever created
     assert logs.find("successfully acquired lease") == []
+    assert gc.get_threshold() == collector
+    assert gc.get_freeze_count() == 0
 
 
 class QueuedDisruptions:
