@@ -47,20 +47,35 @@ RawReader = Callable[[str], Mapping[str, Any] | None]
 
 
 class ParsedNodeClasses:
-    """A ``NodeClassGetter`` over a raw EC2NodeClass reader (``None`` when absent)."""
+    """A ``NodeClassGetter`` over a raw EC2NodeClass reader (``None`` when absent).
+
+    The last parse of each class is kept while its ``metadata.resourceVersion`` (which the API
+    server changes on every write) stays the same: the provider reads a class for every node
+    it checks, and the read is usually the cache's unchanged object.
+    """
 
     def __init__(self, read: RawReader) -> None:
         self._read = read
+        self._parsed: dict[str, tuple[str, EC2NodeClass]] = {}
 
     def get_nodeclass(self, name: str) -> EC2NodeClass | None:
         """The EC2NodeClass called ``name`` (None when absent or malformed)."""
         raw = self._read(name)
         if raw is None:
+            self._parsed.pop(name, None)
             return None
+        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        kept = self._parsed.get(name)
+        if version and kept is not None and kept[0] == version:
+            return kept[1]
         try:
-            return parse_nodeclass(raw)
+            parsed = parse_nodeclass(raw)
         except ApiValidationError:
+            self._parsed.pop(name, None)
             return None
+        if version:
+            self._parsed[name] = (version, parsed)
+        return parsed
 
 
 @dataclass(frozen=True, slots=True)

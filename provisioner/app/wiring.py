@@ -89,7 +89,8 @@ from provisioner.kube.resource import (
 )
 from provisioner.runtime.clock import Clock, SystemClock
 from provisioner.runtime.collector import collector_for_long_runs
-from provisioner.state.cluster import TRACKED_RESOURCES
+from provisioner.state.cluster import TRACKED_RESOURCES, ClusterState
+from provisioner.state.nodeclasses import NodeClassReads
 
 __all__ = [
     "DEFAULT_SHUTDOWN_TIMEOUT",
@@ -307,9 +308,17 @@ class _Cloud:
 
 
 def _build_aws(
-    settings: Settings, kube: KubeClient, clock: Clock, logger: FilteringBoundLogger
+    settings: Settings,
+    kube: KubeClient,
+    clock: Clock,
+    logger: FilteringBoundLogger,
+    state: ClusterState,
 ) -> _Cloud:
-    """The AWS provider, pricing and interruption consumer on real boto3 clients."""
+    """The AWS provider, pricing and interruption consumer on real boto3 clients.
+
+    It reads EC2NodeClasses from ``state`` (the controllers' cache), asking the API only for
+    one the cache has not seen.
+    """
     # Imported here so a test run with an injected provider never loads boto3.
     import boto3  # noqa: PLC0415
     from botocore.config import Config  # noqa: PLC0415
@@ -393,7 +402,9 @@ def _build_aws(
         ssm=ssm,
         iam=iam,
         sqs=sqs,
-        read_nodeclass=partial(get_or_none, kube, EC2_NODE_CLASSES),
+        read_nodeclass=NodeClassReads(
+            state, EC2_NODE_CLASSES.kind, partial(get_or_none, kube, EC2_NODE_CLASSES)
+        ),
         instance_types=instance_types,
         caller=caller,
         timer=clock.monotonic,
@@ -636,8 +647,9 @@ def build_controller(
         if seams.kube is not None
         else _real_kube(kubeconfig, closers, rate=settings.kube_rate())
     )
+    state = ClusterState(clock=clock)
     if seams.cloud is None:
-        cloud = _build_aws(settings, kube, clock, logger)
+        cloud = _build_aws(settings, kube, clock, logger, state)
         settings = replace(settings, aws_region=cloud.region)
         if cloud.stop is not None:
             closers.append(cloud.stop)  # flushes the CreateFleet batch still waiting
@@ -655,6 +667,7 @@ def build_controller(
         ),
         pricing=cloud.pricing,
         nodeclasses=cloud.nodeclasses,
+        state=state,
     )
     manager = controllers.manager
     discovery = ResourceDiscovery(

@@ -138,6 +138,7 @@ def assemble(
     pricing: PricingRefresher | None = None,
     disruption: DisruptionConfig | None = None,
     nodeclasses: NodeClassLifecycle | None = None,
+    state: ClusterState | None = None,
 ) -> ControllerSet:
     """Every controller on its ports, as both drivers run them.
 
@@ -153,8 +154,10 @@ def assemble(
         pricing: prices to refresh; None leaves ``providers.pricing`` out.
         disruption: overrides the disruption settings derived from ``settings``.
         nodeclasses: the provider's NodeClass status and cleanup; None leaves ``nodeclass`` out.
+        state: the cluster state the controllers keep (a new one when None); given when the
+            cloud provider reads from it too (``provisioner.state.nodeclasses``).
     """
-    state = ClusterState(clock=clock)
+    state = state if state is not None else ClusterState(clock=clock)
     cloud = MetricsCloudProvider(cloud, metrics=metrics, clock=clock)
     source = (
         interruption(StateNodeClaimIndex(state), MessageMetrics(metrics, clock))

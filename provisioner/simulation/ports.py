@@ -32,6 +32,8 @@ from provisioner.kube.protocol import KubeClient, get_or_none
 from provisioner.kube.resource import EC2_NODE_CLASSES
 from provisioner.runtime.clock import FakeClock
 from provisioner.simulation.cloud import KUBERNETES_VERSION, MotoCloud
+from provisioner.state.cluster import ClusterState
+from provisioner.state.nodeclasses import NodeClassReads
 
 __all__ = ["Ports", "build_aws", "cluster_info"]
 
@@ -57,6 +59,8 @@ class Ports:
         logger: the controllers' structured logger.
         registry: the metrics registry of this start.
         timer: monotonic virtual seconds (for TTL caches).
+        state: the cluster state the controllers keep, which the cloud provider reads its
+            EC2NodeClasses from (None: the manager makes its own).
     """
 
     kube: KubeClient
@@ -72,6 +76,7 @@ class Ports:
     logger: Any
     registry: CollectorRegistry
     timer: Callable[[], float]
+    state: ClusterState | None = None
 
 
 def cluster_info(cluster: str, region: str) -> ClusterInfo:
@@ -118,8 +123,14 @@ def build_aws(
     kube: KubeClient,
     source: CatalogSource,
     timer: Callable[[], float],
+    state: ClusterState | None = None,
 ) -> AwsAssembly:
-    """The AWS cloud provider and interruption consumer factory on the simulated account."""
+    """The AWS cloud provider and interruption consumer factory on the simulated account.
+
+    With ``state`` (the controllers' cache) it reads EC2NodeClasses from there, asking the
+    API only for one the cache has not seen, as ``jointer run`` does; without, from the API.
+    """
+    live = partial(get_or_none, kube, EC2_NODE_CLASSES)
     return assemble_aws(
         ec2=account.client("ec2"),
         ssm=account.client("ssm"),
@@ -128,7 +139,9 @@ def build_aws(
         cluster=cluster_info(account.cluster, account.region),
         region=account.region,
         kubernetes_version=KUBERNETES_VERSION,
-        read_nodeclass=partial(get_or_none, kube, EC2_NODE_CLASSES),
+        read_nodeclass=(
+            live if state is None else NodeClassReads(state, EC2_NODE_CLASSES.kind, live)
+        ),
         instance_types=source,
         caller=Caller(sleep=no_sleep),
         timer=timer,

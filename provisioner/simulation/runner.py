@@ -82,6 +82,7 @@ from provisioner.simulation.scenario import (
 from provisioner.simulation.scheduler import Scheduler
 from provisioner.simulation.timeline import Timeline
 from provisioner.simulation.workloads import Workloads
+from provisioner.state.cluster import ClusterState
 
 __all__ = [
     "SPOT_WARNING_SECONDS",
@@ -376,8 +377,14 @@ class Simulation:
         if self.options.wrap_kube is not None:
             port = self.options.wrap_kube(port)
         kube = AuthorizedKube(port, chart_authorizer())
+        # a (re)start's controllers keep a new cache, which the provider reads node classes from
+        state = ClusterState(clock=world.timeline.clock)
         aws = build_aws(
-            account=world.account, kube=kube, source=world.source, timer=world.timeline.timer
+            account=world.account,
+            kube=kube,
+            source=world.source,
+            timer=world.timeline.timer,
+            state=state,
         )
         return Ports(
             kube=kube,
@@ -397,6 +404,7 @@ class Simulation:
             logger=self._logger,
             registry=CollectorRegistry(auto_describe=True),
             timer=world.timeline.timer,
+            state=state,
         )
 
     def _reservations(self, account: MotoCloud) -> None:

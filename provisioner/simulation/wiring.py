@@ -70,4 +70,5 @@ def manager_factory(ports: Ports) -> ControllerSet:
         planner=ports.planner,
         interruption=ports.interruption,
         nodeclasses=ports.nodeclasses,
+        state=ports.state,
     )

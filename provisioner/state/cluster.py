@@ -59,6 +59,7 @@ from provisioner.state.statenode import StateNode, join_state_nodes
 __all__ = [
     "BUFFER_KINDS",
     "GROUP_KINDS",
+    "NODE_CLASS_KINDS",
     "NOMINATION_WINDOW",
     "TRACKED_RESOURCES",
     "ClusterState",
@@ -104,7 +105,9 @@ BUFFER_KINDS: Final = frozenset(
 _WORKLOAD_KINDS: Final = frozenset({"Deployment", "ReplicaSet", "StatefulSet"})
 
 OVERLAY_KIND: Final = "NodeOverlay"
-"""Kinds of pod-group objects kept raw for ``provisioner.podgroups.build_context``."""
+"""NodeOverlays are kept as entries (``overlays``)."""
+NODE_CLASS_KINDS: Final = frozenset({"EC2NodeClass"})
+"""Node classes are kept whole, status included, for the cloud provider (``node_class``)."""
 
 _Key = tuple[str, str]
 
@@ -301,6 +304,9 @@ class _Indexes:
     claim_by_provider_id: dict[str, str] = field(default_factory=dict)  # providerID -> claim
     nominations: dict[str, Nomination] = field(default_factory=dict)  # pod key -> nomination
     overlays: dict[str, NodeOverlayEntry] = field(default_factory=dict)  # name -> entry
+    node_classes: dict[tuple[str, str], JsonObject] = field(
+        default_factory=dict
+    )  # (kind, name) -> raw node class, as the API sent it
 
 
 class ClusterState:
@@ -421,6 +427,8 @@ class ClusterState:
         }
         if kind in simple:
             return {("", name) for name in simple[kind]}
+        if kind in NODE_CLASS_KINDS:
+            return {("", name) for known, name in ix.node_classes if known == kind}
         namespaced: dict[str, Mapping[str, Any]] = {
             "Pod": ix.pods,
             "DaemonSet": ix.daemonsets,
@@ -445,7 +453,7 @@ class ClusterState:
             self._remove(kind, obj)
             return True
 
-    def _upsert(self, kind: str, obj: JsonObject) -> bool:  # noqa: C901 - a dispatch table
+    def _upsert(self, kind: str, obj: JsonObject) -> bool:  # noqa: C901, PLR0912 - a dispatch table
         ix = self._ix
         namespace, name = _key(obj)
         if kind == "NodeClaim":
@@ -470,6 +478,8 @@ class ClusterState:
             ix.priority_classes[name] = int(obj.get("value") or 0)
         elif kind == OVERLAY_KIND:
             ix.overlays[name] = _overlay_entry(obj)
+        elif kind in NODE_CLASS_KINDS:
+            ix.node_classes[(kind, name)] = obj
         elif kind in GROUP_KINDS or kind in BUFFER_KINDS:
             ix.groups[(str(obj.get("apiVersion") or ""), kind, namespace, name)] = _trimmed(obj)
         return True
@@ -546,6 +556,8 @@ class ClusterState:
             ix.priority_classes.pop(name, None)
         elif kind == OVERLAY_KIND:
             ix.overlays.pop(name, None)
+        elif kind in NODE_CLASS_KINDS:
+            ix.node_classes.pop((kind, name), None)
         elif kind in GROUP_KINDS or kind in BUFFER_KINDS:
             for group_key in [k for k in ix.groups if k[1:] == (kind, namespace, name)]:
                 del ix.groups[group_key]
@@ -693,6 +705,15 @@ class ClusterState:
         """The NodeOverlay called ``name`` (valid or not)."""
         with self._lock:
             return self._ix.overlays.get(name)
+
+    def node_class(self, kind: str, name: str) -> JsonObject | None:
+        """The node class (an ``EC2NodeClass``) as the API last sent it, status included.
+
+        None when none was seen (not yet delivered, deleted, or a kind not kept). Read only:
+        the object is the cache's own.
+        """
+        with self._lock:
+            return self._ix.node_classes.get((kind, name))
 
     def group_objects(self) -> tuple[tuple[JsonObject, ...], dict[str, int]]:
         """The raw pod-group objects and the PriorityClass values (for admission verdicts)."""

@@ -26,7 +26,8 @@ from provisioner.app.cmd_run import execute
 from provisioner.app.settings import Settings, SettingsError
 from provisioner.app.wiring import ControllerProcess, Seams, WiringError, build_controller
 from provisioner.kube.memory import InMemoryKube
-from provisioner.kube.resource import EVENTS, NODE_CLAIMS, NODES
+from provisioner.kube.protocol import WatchEvent, WatchEventType, get_or_none
+from provisioner.kube.resource import EC2_NODE_CLASSES, EVENTS, NODE_CLAIMS, NODES
 from provisioner.runtime.clock import FakeClock
 from provisioner.runtime.reconciler import Request
 
@@ -101,6 +102,36 @@ def test_the_aws_provider_is_built_from_the_eks_cluster(aws):
         names = [r.name for r in process.controllers.reconcilers]
         assert "providers.pricing" in names
         assert "interruption" not in names  # no INTERRUPTION_QUEUE
+    finally:
+        close(process)
+
+
+def test_the_provider_reads_ec2nodeclasses_from_the_controllers_cache(aws):
+    eks_cluster()
+    process, kube = build()
+    try:
+        cloud = process.cloud
+        assert isinstance(cloud, AwsCloudProvider)
+        body = {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "cached", "resourceVersion": "7"},
+            "spec": {
+                "role": "NodeRole",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+            },
+        }
+        # delivered by the informer into the manager's cache; the API itself has none
+        process.controllers.manager.handle(EC2_NODE_CLASSES, WatchEvent(WatchEventType.ADDED, body))
+        found = cloud.nodeclasses.get_nodeclass("cached")
+        assert found is not None
+        assert found.spec.role == "NodeRole"
+        assert get_or_none(kube, EC2_NODE_CLASSES, "cached") is None
+        # one the cache has not seen is asked of the API
+        kube.create(EC2_NODE_CLASSES, {**body, "metadata": {"name": "fresh"}})
+        assert cloud.nodeclasses.get_nodeclass("fresh") is not None
     finally:
         close(process)
 

@@ -167,3 +167,37 @@ def test_nodeclasses_read_through_the_port_are_none_when_absent_or_malformed():
     )
     assert get_or_none(kube, EC2_NODE_CLASSES, "default") is not None
     assert nodeclasses.get_nodeclass("default") is None
+
+
+def test_a_nodeclass_is_parsed_again_only_when_its_resource_version_changes():
+    kube = InMemoryKube(clock=FakeClock().now)
+    reads: list[str] = []
+
+    def read(name: str) -> Any:
+        reads.append(name)
+        return get_or_none(kube, EC2_NODE_CLASSES, name)
+
+    nodeclasses = ParsedNodeClasses(read)
+    body = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "NodeRole",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        },
+    }
+    kube.create(EC2_NODE_CLASSES, body)
+    first = nodeclasses.get_nodeclass("default")
+    assert first is not None
+    assert nodeclasses.get_nodeclass("default") is first  # same version: the same parse
+    assert reads == ["default", "default"]  # but every call still reads
+    kube.merge_patch(EC2_NODE_CLASSES, "default", {"spec": {"role": "OtherRole"}})
+    second = nodeclasses.get_nodeclass("default")
+    assert second is not None
+    assert second is not first
+    assert second.spec.role == "OtherRole"
+    kube.delete(EC2_NODE_CLASSES, "default")
+    assert nodeclasses.get_nodeclass("default") is None
