@@ -144,7 +144,8 @@ class NodeClasses:
         return nodeclass
 
 
-def make_nodeclass(name: str = "default", **spec: Any) -> EC2NodeClass:
+def nodeclass_body(name: str = "default", **spec: Any) -> dict[str, Any]:
+    """A valid EC2NodeClass as the API serves it (discovery by the test cluster's tag)."""
     body: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": "al2023@latest"}],
         "role": ROLE,
@@ -152,14 +153,16 @@ def make_nodeclass(name: str = "default", **spec: Any) -> EC2NodeClass:
         "securityGroupSelectorTerms": [{"tags": DISCOVERY}],
     }
     body.update(spec)
-    return parse_nodeclass(
-        {
-            "apiVersion": "karpenter.k8s.aws/v1",
-            "kind": "EC2NodeClass",
-            "metadata": {"name": name, "uid": f"uid-{name}", "generation": 1},
-            "spec": body,
-        }
-    )
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name, "uid": f"uid-{name}", "generation": 1},
+        "spec": body,
+    }
+
+
+def make_nodeclass(name: str = "default", **spec: Any) -> EC2NodeClass:
+    return parse_nodeclass(nodeclass_body(name, **spec))
 
 
 def make_request(

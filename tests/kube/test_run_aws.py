@@ -30,6 +30,7 @@ from provisioner.kube.protocol import WatchEvent, WatchEventType, get_or_none
 from provisioner.kube.resource import EC2_NODE_CLASSES, EVENTS, NODE_CLAIMS, NODES
 from provisioner.runtime.clock import FakeClock
 from provisioner.runtime.reconciler import Request
+from tests.aws.harness import nodeclass_body
 
 REGION = "us-east-1"
 CLUSTER = "test-cluster"
@@ -112,17 +113,7 @@ def test_the_provider_reads_ec2nodeclasses_from_the_controllers_cache(aws):
     try:
         cloud = process.cloud
         assert isinstance(cloud, AwsCloudProvider)
-        body = {
-            "apiVersion": "karpenter.k8s.aws/v1",
-            "kind": "EC2NodeClass",
-            "metadata": {"name": "cached", "resourceVersion": "7"},
-            "spec": {
-                "role": "NodeRole",
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
-                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
-            },
-        }
+        body = nodeclass_body("cached", role="NodeRole")
         # delivered by the informer into the manager's cache; the API itself has none
         process.controllers.manager.handle(EC2_NODE_CLASSES, WatchEvent(WatchEventType.ADDED, body))
         found = cloud.nodeclasses.get_nodeclass("cached")
@@ -130,7 +121,7 @@ def test_the_provider_reads_ec2nodeclasses_from_the_controllers_cache(aws):
         assert found.spec.role == "NodeRole"
         assert get_or_none(kube, EC2_NODE_CLASSES, "cached") is None
         # one the cache has not seen is asked of the API
-        kube.create(EC2_NODE_CLASSES, {**body, "metadata": {"name": "fresh"}})
+        kube.create(EC2_NODE_CLASSES, nodeclass_body("fresh"))
         assert cloud.nodeclasses.get_nodeclass("fresh") is not None
     finally:
         close(process)

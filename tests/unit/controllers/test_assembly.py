@@ -25,6 +25,7 @@ from provisioner.kube.protocol import get_or_none
 from provisioner.kube.resource import EC2_NODE_CLASSES, NODE_CLAIMS
 from provisioner.runtime.clock import FakeClock
 from provisioner.runtime.reconciler import Request
+from tests.aws.harness import nodeclass_body
 from tests.unit.controllers.harness import TYPES
 
 QUEUED = "karpenter_interruption_message_queue_duration_seconds"
@@ -178,18 +179,7 @@ def test_a_nodeclass_is_parsed_again_only_when_its_resource_version_changes():
         return get_or_none(kube, EC2_NODE_CLASSES, name)
 
     nodeclasses = ParsedNodeClasses(read)
-    body = {
-        "apiVersion": "karpenter.k8s.aws/v1",
-        "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "role": "NodeRole",
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
-        },
-    }
-    kube.create(EC2_NODE_CLASSES, body)
+    kube.create(EC2_NODE_CLASSES, nodeclass_body("default"))
     first = nodeclasses.get_nodeclass("default")
     assert first is not None
     assert nodeclasses.get_nodeclass("default") is first  # same version: the same parse
