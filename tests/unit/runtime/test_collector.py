@@ -41,12 +41,13 @@ def test_the_collector_is_put_back_when_the_run_fails() -> None:
 
 
 def test_an_earlier_freeze_is_left_alone() -> None:
+    alive = ["frozen before the run"]
     gc.freeze()
-    frozen = gc.get_freeze_count()
     with collector_for_long_runs((5_000, 5, 5)):
         assert gc.get_threshold() == (5_000, 5, 5)
-        assert gc.get_freeze_count() == frozen
-    assert gc.get_freeze_count() == frozen
+    # the earlier freeze still holds (its count may shrink as frozen objects are freed)
+    assert gc.get_freeze_count() > 0
+    assert not any(o is alive for o in gc.get_objects())
     assert gc.get_threshold() == (700, 10, 10)
 
 
