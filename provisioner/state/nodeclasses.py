@@ -35,7 +35,7 @@ class NodeClassReads:
         self._kind = kind
         self._live = live
         self.live_reads = 0
-        """How many reads went to the API (for tests and metrics)."""
+        """How many reads went to the API."""
 
     def __call__(self, name: str) -> Mapping[str, Any] | None:
         """The node class called ``name`` as the API last sent it (read only), or None."""
