@@ -94,6 +94,15 @@ class Forked(Generic[T]):
             raise cast("Exception", value)
         return True, cast("T", value)
 
+    def ready(self) -> bool:
+        """Return whether the child has started sending its next value (or has ended).
+
+        ``next`` then returns at once, unless the value is still being written.
+        """
+        if self._closed or self._buffer:
+            return True
+        return bool(select.select([self._readable], [], [], 0)[0])
+
     def result(self, deadline: float | None) -> tuple[bool, T | None]:
         """Return the first value as ``next`` does, and close the child."""
         try:

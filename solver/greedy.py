@@ -48,7 +48,7 @@ import functools
 import time
 from bisect import bisect_left, insort
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
@@ -1717,8 +1717,21 @@ class GreedyTimeout(Exception):  # noqa: N818 - a signal, not an error
     """The greedy planner passed its deadline (only with ``deadline=``)."""
 
 
+class GreedyStopped(GreedyTimeout):
+    """The greedy planner was told to stop (only with ``stop=``): its plan is not wanted."""
+
+
+_STOP_EVERY = 8
+"""``stop`` is asked before every this many classes (it may cost a system call)."""
+
+
 def _run(
-    problem: Problem, *, karpenter: bool, deadline: float | None = None, whole_groups: bool = False
+    problem: Problem,
+    *,
+    karpenter: bool,
+    deadline: float | None = None,
+    whole_groups: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> _Packer:
     packer = _Packer(problem, karpenter=karpenter, whole_groups=whole_groups)
     gangs = {g.id: g for g in problem.gangs}
@@ -1730,9 +1743,11 @@ def _run(
     order = sorted(problem.classes, key=lambda c: (packer.needy(c), *_sort_key(c)))
     if packer.whole_groups:
         order = _groups_together(packer, order)
-    for c in order:
+    for i, c in enumerate(order):
         if deadline is not None and time.monotonic() > deadline:
             raise GreedyTimeout
+        if stop is not None and i % _STOP_EVERY == 0 and stop():
+            raise GreedyStopped
         if c.gang is None:
             packer.place_class(c, (None, None), c.count)
         elif c.gang not in done:
@@ -1997,7 +2012,12 @@ def plan_tiers(problem: Problem, *, karpenter: bool, deadline: float | None = No
 
 
 def _tier(
-    problem: Problem, *, karpenter: bool, deadline: float | None, whole_groups: bool = False
+    problem: Problem,
+    *,
+    karpenter: bool,
+    deadline: float | None,
+    whole_groups: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> Solution:
     """Return the plan of one tier (classes pre-filtered to their top tier)."""
     problem.validate_structure()
@@ -2006,6 +2026,7 @@ def _tier(
         karpenter=karpenter,
         deadline=deadline,
         whole_groups=whole_groups,
+        stop=stop,
     )
     sol = _to_solution(packer, Status.GREEDY)
     return sol if karpenter else downsize(problem, sol)
@@ -2017,6 +2038,7 @@ def karpenter_ffd(
     deadline: float | None = None,
     fall_through: bool = True,
     whole_groups: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> Solution:
     """Plan like Karpenter: first-fit-decreasing with flexible offerings per new bin.
 
@@ -2027,12 +2049,17 @@ def karpenter_ffd(
     wherever it fits and leaves out the members the bin has no room for (not Karpenter's
     plan, but one that fills bins the way it does).
 
+    ``stop``: asked now and then while planning; once it answers True the plan is given up.
+
     Returns a valid ``Solution`` with status ``GREEDY`` and ``lower_bound_micros`` 0.
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
+        GreedyStopped: when ``stop`` answered True first.
     """
-    plan = functools.partial(_tier, karpenter=True, deadline=deadline, whole_groups=whole_groups)
+    plan = functools.partial(
+        _tier, karpenter=True, deadline=deadline, whole_groups=whole_groups, stop=stop
+    )
     if not fall_through:
         return plan(problem)
     return tiers.fall_through(problem, plan).solution

@@ -8,7 +8,7 @@ from solver import cpsat
 from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
 from solver.cpsat import _MERGED, _PLAIN, _columns_deadline, _Incumbent, budget_seconds, solve
-from solver.greedy import GreedyTimeout, cost_aware_ffd, karpenter_ffd
+from solver.greedy import GreedyStopped, GreedyTimeout, cost_aware_ffd, karpenter_ffd
 from solver.improve import improve
 from solver.problem import AntiAffinity, PodClass, Problem, TopologyKey
 from solver.validate import violations
@@ -22,6 +22,20 @@ def test_greedy_stops_at_its_deadline():
     with pytest.raises(GreedyTimeout):
         cost_aware_ffd(p, deadline=0.0)
     assert violations(p, karpenter_ffd(p, deadline=None)) == []
+
+
+def test_karpenter_ffd_gives_up_when_told_to_stop_and_plans_the_same_otherwise():
+    p = diverse(60)
+    asked: list[int] = []
+
+    def not_yet() -> bool:
+        asked.append(1)
+        return False
+
+    assert karpenter_ffd(p, stop=not_yet).new_bins == karpenter_ffd(p).new_bins
+    assert len(asked) >= 2  # asked now and then, not once
+    with pytest.raises(GreedyStopped):
+        karpenter_ffd(p, stop=lambda: True)
 
 
 def test_adaptive_budget_follows_the_latency_targets_and_respects_the_limit():

@@ -63,6 +63,21 @@ def test_an_exception_in_the_child_is_raised_here() -> None:
         child.next(time.monotonic() + 60)
 
 
+def test_ready_says_without_waiting_whether_a_value_has_come() -> None:
+    child = Forked.start(_first_then_slow)
+    assert child is not None
+    try:
+        assert select.select([child._readable], [], [], 60)[0]  # "first" sent
+        assert child.ready()
+        assert child.next(time.monotonic() + 60) == (True, "first")
+        started = time.monotonic()
+        assert not child.ready()  # "second" is 30 s away
+        assert time.monotonic() - started < 10
+    finally:
+        child.close()
+    assert child.ready()  # closed: ``next`` answers at once
+
+
 def _dies() -> list[int]:
     os._exit(3)
 

@@ -5,13 +5,13 @@ import time
 
 import pytest
 
-from solver import cpsat
+from solver import cpsat, tiers
 from solver.ahead import FORK_FROM, NOTHING_AHEAD, Ahead, forks
 from solver.bounds import fluid_bound
 from solver.config import SolverConfig
-from solver.cpsat import _fluid, _greedy_tiers, solve
+from solver.cpsat import _fluid, _greedy_tiers, _whole_plan_due, solve
 from solver.forked import Forked, fork_allowed
-from solver.greedy import karpenter_ffd
+from solver.greedy import karpenter_ffd, plan_tiers
 from solver.problem import Affinity, Problem, Solution, TopologyKey
 from solver.weights import apply_pool_weights
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
@@ -76,18 +76,25 @@ def test_the_child_makes_the_same_plans_and_the_bound_of_the_cost_aware_plans_po
     one_bin = any(
         isinstance(t, Affinity) and t.key is TopologyKey.HOSTNAME for t in problem.topology
     )
-    if karpenter.unplaced and one_bin:
+    if karpenter.unplaced and one_bin and _whole_plan_due(karpenter, forked[0]):
         assert ahead.whole == karpenter_ffd(problem, fall_through=False, whole_groups=True)
-    else:
+    elif not (karpenter.unplaced and one_bin):
         assert ahead.whole is None
 
 
 class _Child:
-    """A forked child's stand-in sending ``values`` (None: it failed)."""
+    """A forked child's stand-in sending ``values`` (None: it failed).
 
-    def __init__(self, *values: object) -> None:
+    ``ready``: what ``ready`` answers (whether the next value has come).
+    """
+
+    def __init__(self, *values: object, ready: bool = True) -> None:
         self.values = list(values)
         self.closed = False
+        self.came = ready
+
+    def ready(self) -> bool:
+        return self.came
 
     def next(self, _deadline: float | None) -> tuple[bool, object]:
         value = self.values.pop(0) if self.values else None
@@ -180,3 +187,61 @@ def test_the_child_is_ended_when_this_process_fails_first(monkeypatch: pytest.Mo
     assert len(children) == 1
     assert children[0] is not None
     assert children[0]._closed
+
+
+def _too_big_and_group() -> Problem:
+    # both greedy plans leave the pod no offering holds out and place the one-node group
+    return Problem(
+        TYPES,
+        (
+            pc("huge", 1, 99_000, 512, IDS),
+            pc("g", 3, 500, 512, IDS, topology=frozenset({"aff"})),
+        ),
+        topology=(Affinity("aff", None, TopologyKey.HOSTNAME),),
+    )
+
+
+def _with_child(
+    monkeypatch: pytest.MonkeyPatch, problem: Problem, *, ready: bool
+) -> tuple[list[str], Ahead, list[tiers.Tiers]]:
+    hard = time.monotonic() + 60
+    cost_aware = plan_tiers(problem, karpenter=False, deadline=hard)
+    child = _Child(cost_aware, (cost_aware.rounds[0].new_counts(), 1), ready=ready)
+    monkeypatch.setattr(Forked, "start", lambda _fn: child)
+    messages: list[str] = []
+    plans, ahead = _greedy_tiers(problem, hard, messages.append, soft=time.monotonic() + 1)
+    assert plans[0] is cost_aware
+    return messages, ahead, plans
+
+
+def test_the_whole_group_plan_is_given_up_once_the_cost_aware_plan_places_as_many_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    p = _too_big_and_group()
+    messages, ahead, plans = _with_child(monkeypatch, p, ready=True)
+    karpenter, cost_aware = plans[1].rounds[0], plans[0].rounds[0]
+    assert karpenter.unplaced
+    assert not _whole_plan_due(karpenter, plans[0])
+    assert len(cost_aware.unplaced) == len(karpenter.unplaced)
+    assert ahead.whole is None
+    assert "whole-group greedy given up: the cost-aware plan places as many pods" in messages
+    # the search would not have used it: ``_whole_groups`` keeps the candidates as they are
+    candidates = [cost_aware, karpenter]
+    assert cpsat._whole_groups(p, candidates, time.monotonic() + 60, _quiet) == (
+        candidates,
+        [karpenter],
+    )
+
+
+def test_the_whole_group_plan_is_made_when_the_cost_aware_plan_places_more_or_is_not_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    whole = karpenter_ffd(_group_filler(), fall_through=False, whole_groups=True)
+    # the cost-aware plan places the group whole, Karpenter's leaves two pods out
+    _, ahead, _ = _with_child(monkeypatch, _group_filler(), ready=True)
+    assert ahead.whole == whole
+    # not in yet: made in case it is wanted
+    p = _too_big_and_group()
+    messages, ahead, _ = _with_child(monkeypatch, p, ready=False)
+    assert ahead.whole == karpenter_ffd(p, fall_through=False, whole_groups=True)
+    assert not any("given up" in m for m in messages)
