@@ -1374,20 +1374,55 @@ class _FitIndex:
             shape = (option.pool.name, option.instance_type.name)
             by_shape[shape].append(option.id)
             self._capacity.setdefault(shape, option)
-        self._ids = {shape: frozenset(ids) for shape, ids in by_shape.items()}
+        self._ids = [frozenset(by_shape[shape]) for shape in self._capacity]
+        self._columns: dict[str, npt.NDArray[np.int64]] = {}
+        self._gpus: npt.NDArray[np.int64] | None = None
         self._cache: dict[tuple[tuple[tuple[str, int], ...], int], frozenset[str]] = {}
 
+    def _column(self, name: str) -> npt.NDArray[np.int64]:
+        """Each shape's capacity of ``name`` (missing: 0), capped where int64 is exact."""
+        column = self._columns.get(name)
+        if column is None:
+            column = np.fromiter(
+                (min(o.capacity.get(name, 0), _INT64_SAFE) for o in self._capacity.values()),
+                dtype=np.int64,
+                count=len(self._ids),
+            )
+            self._columns[name] = column
+        return column
+
     def fitting(self, requests: Mapping[str, int], fraction: int) -> frozenset[str]:
-        """Ids of the options one pod with ``requests`` (and GPU ``fraction``) fits on."""
+        """Ids of the options one pod with ``requests`` (and GPU ``fraction``) fits on.
+
+        The test of ``_fits_option``, one vectorised comparison per resource over the shapes.
+        """
         key = (tuple(sorted(requests.items())), fraction)
         cached = self._cache.get(key)
-        if cached is None:
-            ids: set[str] = set()
-            for shape, option in self._capacity.items():
-                if _fits_option(requests, fraction, option):
-                    ids |= self._ids[shape]
-            cached = frozenset(ids)
-            self._cache[key] = cached
+        if cached is not None:
+            return cached
+        if any(milli >= _INT64_SAFE for milli in requests.values()):
+            shapes = [
+                i
+                for i, option in enumerate(self._capacity.values())
+                if _fits_option(requests, fraction, option)
+            ]
+        else:
+            mask = np.ones(len(self._ids), dtype=bool)
+            for name, milli in requests.items():
+                if milli > 0:
+                    mask &= self._column(name) >= milli
+            if fraction:
+                if self._gpus is None:
+                    self._gpus = np.fromiter(
+                        (o.instance_type.capacity.get(GPU, 0) for o in self._capacity.values()),
+                        dtype=np.int64,
+                        count=len(self._ids),
+                    )
+                mask &= self._gpus >= GPU_MILLI
+            shapes = np.flatnonzero(mask).tolist()
+        ids = self._ids
+        cached = frozenset().union(*(ids[i] for i in shapes))
+        self._cache[key] = cached
         return cached
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
 from cloudprovider.instancetype import InstanceType, Offering
-from provisioner.controllers.provisioning.builder import _first_undominated
+from provisioner.controllers.provisioning.builder import _first_undominated, _FitIndex, _fits_option
 from provisioner.controllers.provisioning.offerings import Option, PoolTemplate
 from provisioner.controllers.provisioning.planner import MAX_INSTANCE_TYPES, _TargetIndex
 from provisioner.scheduling.requirements import Requirements
@@ -97,3 +98,20 @@ def test_target_index_lists_the_fitting_allowed_options_cheapest_first(seed: int
         )[:MAX_INSTANCE_TYPES]
         assert listing.options == tuple(with_chosen)
         assert listing.names == tuple(o.instance_type.name for o in with_chosen)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_fit_index_lists_the_options_one_pod_fits_on_as_fits_option_does(seed: int) -> None:
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data
+    options = _options(rng, rng.randint(1, 80))
+    # a second offering of some types: options of one (pool, type) share their capacity
+    options += [dataclasses.replace(o, id=o.id.replace("z1", "z2")) for o in options[::3]]
+    index = _FitIndex({o.id: o for o in options})
+    for _ in range(30):
+        requests = {name: rng.choice([0, 500, 1000, 3000]) for name in rng.sample(RESOURCES, 2)}
+        if rng.random() < 0.1:
+            requests["cpu"] = 2**63  # past int64: the plain test
+        fraction = rng.choice([0, 0, 500])
+        expected = {o.id for o in options if _fits_option(requests, fraction, o)}
+        assert index.fitting(requests, fraction) == expected
+        assert index.fitting(dict(reversed(requests.items())), fraction) == expected
