@@ -366,10 +366,10 @@ class _Domain:
         fits = self.alive & self._allowed(c)
         # only the columns the pod asks something of, or where room may be short of 0: a row
         # has a column per hostname group and target, and a pod counts against few of them
-        for col in np.flatnonzero((need != 0) | self.maybe_short).tolist():
+        for col in ((need != 0) | self.maybe_short).nonzero()[0].tolist():
             fits &= self.free[:, col] >= need[col]
         fits[i] = False
-        found: list[int] = np.flatnonzero(fits).tolist()
+        found: list[int] = fits.nonzero()[0].tolist()
         return found
 
     def empty(self, i: int) -> bool:
@@ -453,13 +453,13 @@ class _Domain:
         extra = 0
         here = self.zones == self.zones[i] if c.key in self.rules.zone_bound else True
         # hostname caps and co-location targets the pod counts against
-        rules = (k + np.flatnonzero(need[k:-1])).tolist()
+        rules = (k + need[k:-1].nonzero()[0]).tolist()
         while n:
             fits = self.alive & here
             for col in rules:
                 fits &= self.free[:, col] >= need[col]
             fits[i] = False
-            found = self.growth.cheapest(c, np.flatnonzero(fits), self.free[:, :k])
+            found = self.growth.cheapest(c, fits.nonzero()[0], self.free[:, :k])
             if found is None:
                 return None
             j, t = found
@@ -610,7 +610,7 @@ class _Growth:
                 del self.spares[next(iter(self.spares))]  # the least recently asked
         else:
             spare, upto = kept
-            stale = np.flatnonzero(self.changed > upto)
+            stale = (self.changed > upto).nonzero()[0]
             if stale.size:
                 room = free[stale] - demand
                 spare[stale] = (room / np.maximum(self.own[stale], 1)).min(axis=1)
@@ -771,7 +771,7 @@ class _Swaps:
         k = len(d.names)
         room: npt.NDArray[np.bool_] = d.alive[rows]
         # a resource the swap frees (or keeps) stays at 0 or above where it was
-        for r in np.flatnonzero((change < 0) | d.maybe_short[:k]).tolist():
+        for r in ((change < 0) | d.maybe_short[:k]).nonzero()[0].tolist():
             room &= d.free[rows, r] + change[r] >= 0
         for j in rows[room].tolist():
             x = d.bins[j]
@@ -843,8 +843,8 @@ class _Shed:
         holds = allowed & (self.cap[:w] >= used - out).all(axis=1)
         # the cheapest offering holding the bin as it is (no moves), else the smallest step
         # down first: it needs the fewest moves; ``run`` again goes further
-        outright = np.flatnonzero(holds & (self.cap[:w] >= used).all(axis=1))[:1]
-        tries = np.flatnonzero(holds)[::-1][:_SHED_TRIES]
+        outright = (holds & (self.cap[:w] >= used).all(axis=1)).nonzero()[0][:1]
+        tries = holds.nonzero()[0][::-1][:_SHED_TRIES]
         for o in outright.tolist() or tries.tolist():
             moves = self._shed(i, np.maximum(used - self.cap[o], 0), movable)
             if moves is None:
