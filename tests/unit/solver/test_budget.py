@@ -7,7 +7,14 @@ from hypothesis import given, settings
 from solver import cpsat
 from solver.bounds import fluid_bound, resource_bound
 from solver.config import SolverConfig
-from solver.cpsat import _MERGED, _PLAIN, _columns_deadline, _Incumbent, budget_seconds, solve
+from solver.cpsat import (
+    _MERGED,
+    _PLAIN,
+    _columns_deadline,
+    _Incumbent,
+    budget_seconds,
+    solve,
+)
 from solver.greedy import GreedyStopped, GreedyTimeout, cost_aware_ffd, karpenter_ffd
 from solver.improve import improve
 from solver.problem import AntiAffinity, PodClass, Problem, TopologyKey
@@ -46,8 +53,17 @@ def test_adaptive_budget_follows_the_latency_targets_and_respects_the_limit():
     assert budget_seconds(pods(60), config) == budget_seconds(pods(1000), config) == 0.4
     assert budget_seconds(pods(5000), config) == pytest.approx(1.6)
     assert budget_seconds(pods(20000), config) == 5  # the time limit
-    spent = SolverConfig(time_limit_seconds=5, spent_seconds=0.3)
-    assert budget_seconds(pods(1000), spent) == pytest.approx(0.1)
+    spent = SolverConfig(time_limit_seconds=5, spent_seconds=0.1)
+    assert budget_seconds(pods(1000), spent) == pytest.approx(0.3)
+    # building the problem never leaves the search less than its minimum
+    for gone in (0.3, 0.4, 2.0):
+        late = SolverConfig(time_limit_seconds=5, spent_seconds=gone)
+        assert budget_seconds(pods(1000), late) == 0.25
+    assert budget_seconds(pods(5000), SolverConfig(time_limit_seconds=5, spent_seconds=1.5)) == 0.25
+    tight = SolverConfig(time_limit_seconds=0.1, spent_seconds=0.3)
+    assert budget_seconds(pods(1000), tight) == 0.1  # the time limit still caps it
+    none = SolverConfig(time_limit_seconds=5, spent_seconds=0.5, min_search_seconds=0.0)
+    assert budget_seconds(pods(1000), none) == 0.0
     assert budget_seconds(pods(600), TEST_CONFIG) == TEST_CONFIG.time_limit_seconds
     off = SolverConfig(time_limit_seconds=5, adaptive_budget=False)
     assert budget_seconds(pods(600), off) == 5
@@ -57,11 +73,11 @@ def test_pods_requesting_gpus_keep_the_whole_time_limit():
     types = (bt("g", 8000, 16384, 1000, gpus=1),)
     whole = Problem(types, (pc("w", 10, 100, 100, ["g"], gpu=1),))
     fraction = PodClass("f", 10, {"cpu": 100}, frozenset({"g"}), gpu_fraction_milli=500)
-    config = SolverConfig(time_limit_seconds=5, spent_seconds=0.3)
+    config = SolverConfig(time_limit_seconds=5, spent_seconds=0.1)
     assert budget_seconds(whole, config) == budget_seconds(Problem(types, (fraction,)), config) == 5
     assert budget_seconds(whole, SolverConfig(time_limit_seconds=2)) == 2
     cpu_only = Problem(types, (pc("c", 10, 100, 100, ["g"]),))
-    assert budget_seconds(cpu_only, config) == pytest.approx(0.1)
+    assert budget_seconds(cpu_only, config) == pytest.approx(0.3)
 
 
 def test_fluid_bound_counts_hostname_anti_affinity_bins():
@@ -163,4 +179,35 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
     assert len(calls) == 1  # past the budget: no other plan is polished
     best = min((karpenter_ffd(p), cost_aware_ffd(p)), key=cpsat._quality)
     assert s.cost_micros == improve(p, **first).cost_micros < best.cost_micros
+    assert violations(p, s) == []
+
+
+@pytest.mark.parametrize(("least", "searched"), [(0.25, True), (0.0, False)])
+def test_a_problem_that_took_the_whole_budget_to_build_still_gets_the_minimum_search(
+    monkeypatch, least: float, searched: bool
+) -> None:
+    p = diverse(60)
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    real = cpsat._greedy_tiers
+
+    def greedy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        clock[0] += 0.1  # the greedy plans: part of the search's minimum
+        return out
+
+    dives: list[int] = []
+
+    def dive(*args, **kwargs):
+        dives.append(1)
+        return iter(())
+
+    monkeypatch.setattr(cpsat, "_greedy_tiers", greedy)
+    monkeypatch.setattr(cpsat, "_dive_plans", dive)
+    # building took 10 s, far past the 0.4 s step budget
+    config = SolverConfig(
+        time_limit_seconds=30, num_workers=1, spent_seconds=10.0, min_search_seconds=least
+    )
+    s = solve(p, config)
+    assert bool(dives) is searched
     assert violations(p, s) == []

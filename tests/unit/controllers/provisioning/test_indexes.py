@@ -8,10 +8,16 @@ import random
 import pytest
 
 from cloudprovider.instancetype import InstanceType, Offering
+from provisioner.apis import labels as wk
 from provisioner.controllers.provisioning.builder import _first_undominated, _FitIndex, _fits_option
-from provisioner.controllers.provisioning.offerings import Option, PoolTemplate
+from provisioner.controllers.provisioning.offerings import (
+    DaemonOverhead,
+    Option,
+    PoolTemplate,
+    enumerate_options,
+)
 from provisioner.controllers.provisioning.planner import MAX_INSTANCE_TYPES, _TargetIndex
-from provisioner.scheduling.requirements import Requirements
+from provisioner.scheduling.requirements import Requirement, Requirements
 from provisioner.scheduling.resources import fits
 
 RESOURCES = ("cpu", "memory", "pods", "nvidia.com/gpu")
@@ -115,3 +121,96 @@ def test_fit_index_lists_the_options_one_pod_fits_on_as_fits_option_does(seed: i
         expected = {o.id for o in options if _fits_option(requests, fraction, o)}
         assert index.fitting(requests, fraction) == expected
         assert index.fitting(dict(reversed(requests.items())), fraction) == expected
+
+
+def _offerings_catalog(rng: random.Random) -> tuple[InstanceType, ...]:
+    types = []
+    for i in range(rng.randint(1, 12)):
+        offers = [
+            Offering(zone=zone, capacity_type=kind, price=rng.choice([0.1, 0.2]))
+            for zone in ("z1", "z2", "z3")
+            for kind in ("spot", "on-demand")
+            if rng.random() < 0.7
+        ]
+        if rng.random() < 0.3:
+            offers.append(
+                Offering(
+                    zone="z1",
+                    capacity_type="reserved",
+                    price=0.05,
+                    reservation_id=f"cr-{i}",
+                    reservation_type="default",
+                )
+            )
+        capacity = {"cpu": 4000, "memory": 8 << 30, "pods": 110_000}
+        types.append(
+            InstanceType(
+                name=f"type-{i}",
+                labels={"family": rng.choice(["c", "m"]), wk.LABEL_ZONE: "stale"},
+                capacity=capacity,
+                allocatable=capacity,
+                offerings=tuple(offers),
+            )
+        )
+    return tuple(types)
+
+
+def _requirement(rng: random.Random) -> Requirement:
+    key, values = rng.choice(
+        [
+            (wk.LABEL_ZONE, ["z1", "z2", "z3"]),
+            (wk.LABEL_CAPACITY_TYPE, ["spot", "on-demand", "reserved"]),
+            (wk.LABEL_CAPACITY_RESERVATION_TYPE, ["default", "capacity-block"]),
+            (wk.LABEL_INSTANCE_TYPE, [f"type-{i}" for i in range(12)]),
+            ("family", ["c", "m"]),
+        ]
+    )
+    operator = rng.choice(["In", "NotIn", "Exists", "DoesNotExist"])
+    chosen = rng.sample(values, rng.randint(1, len(values))) if operator in {"In", "NotIn"} else []
+    return Requirement.from_operator(key, operator, chosen)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_options_are_the_offerings_whose_labels_meet_the_pool_requirements(seed: int) -> None:
+    # requirements on offering labels are checked per offering, the others once per instance
+    # type; the options are those of checking every requirement on every offering's labels
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data
+    types = _offerings_catalog(rng)
+    pools = [
+        PoolTemplate(
+            name=f"pool-{p}",
+            weight=0,
+            requirements=Requirements(_requirement(rng) for _ in range(rng.randint(0, 4))),
+            labels={"team": "a"},
+            taints=(),
+            limits=None,
+            instance_types=types,
+        )
+        for p in range(2)
+    ]
+    expected = [
+        f"{pool.name}/{t.name}/{o.key}"
+        for pool in pools
+        for t in pool.instance_types
+        for o in t.available_offerings()
+        if pool.requirements.matches(
+            {
+                **t.labels,
+                **pool.labels,
+                wk.LABEL_INSTANCE_TYPE: t.name,
+                wk.LABEL_REGION: "r",
+                wk.LABEL_ZONE: o.zone,
+                wk.LABEL_CAPACITY_TYPE: o.capacity_type,
+                **(
+                    {
+                        wk.LABEL_CAPACITY_RESERVATION_ID: o.reservation_id,
+                        wk.LABEL_CAPACITY_RESERVATION_TYPE: o.reservation_type or "default",
+                    }
+                    if o.reservation_id
+                    else {}
+                ),
+            }
+        )
+    ]
+    options = enumerate_options(pools, DaemonOverhead(()), "r")
+    assert [o.id for o in options] == expected
