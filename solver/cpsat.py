@@ -793,6 +793,7 @@ class _ChildPlan:
     def __init__(self, child: Forked[Made], hard: float) -> None:
         self._child, self._hard = child, hard
         self._made: Made | None = None
+        self._raised: Exception | None = None
         self._taken = False
 
     def came(self) -> bool:
@@ -803,11 +804,17 @@ class _ChildPlan:
         """Return it, waiting until ``hard`` at most (None: the child failed or is late).
 
         Raises:
-            Exception: what the child raised (``GreedyTimeout`` when ``hard`` passed).
+            Exception: what the child raised (``GreedyTimeout`` when ``hard`` passed), on
+                every call.
         """
         if not self._taken:
             self._taken = True
-            _, self._made = self._child.next(self._hard)
+            try:
+                _, self._made = self._child.next(self._hard)
+            except Exception as error:  # noqa: BLE001 - kept and raised again on each call
+                self._raised = error
+        if self._raised is not None:
+            raise self._raised
         return self._made
 
 

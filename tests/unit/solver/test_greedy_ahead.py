@@ -11,7 +11,7 @@ from solver.bounds import fluid_bound
 from solver.config import SolverConfig
 from solver.cpsat import _fluid, _greedy_tiers, _whole_plan_due, solve
 from solver.forked import Forked, fork_allowed
-from solver.greedy import karpenter_ffd, plan_tiers
+from solver.greedy import GreedyTimeout, karpenter_ffd, plan_tiers
 from solver.problem import Affinity, Problem, Solution, TopologyKey
 from solver.weights import apply_pool_weights
 from tests.unit.solver.builders import TEST_CONFIG, bt, pc
@@ -245,3 +245,24 @@ def test_the_whole_group_plan_is_made_when_the_cost_aware_plan_places_more_or_is
     messages, ahead, _ = _with_child(monkeypatch, p, ready=False)
     assert ahead.whole == karpenter_ffd(p, fall_through=False, whole_groups=True)
     assert not any("given up" in m for m in messages)
+
+
+class _Refusing(_Child):
+    """A child that raised what the cost-aware planner raised."""
+
+    def next(self, _deadline: float | None) -> tuple[bool, object]:
+        raise GreedyTimeout
+
+
+def test_a_child_that_ran_out_of_time_leaves_karpenters_plan_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    child = _Refusing()
+    monkeypatch.setattr(Forked, "start", lambda _fn: child)
+    messages: list[str] = []
+    p = _group_filler()
+    plans, _ = _greedy_tiers(p, time.monotonic() + 60, messages.append, soft=time.monotonic() + 1)
+    assert [_timeless(t.solution) for t in plans] == [
+        _timeless(karpenter_ffd(p, fall_through=False))
+    ]
+    assert "cost-aware greedy skipped: time limit" in messages
