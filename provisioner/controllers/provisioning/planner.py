@@ -179,7 +179,9 @@ def plan_moves(
                 decisive = _any_plan
             solved = cpsat.solve_with_greedy(
                 build.problem,
-                _solver_config(config, spent=time.monotonic() - started),
+                # no minimum search: a pass runs many simulations, each timed by its own
+                # budget as before (the minimum is for a dry run in a fresh process)
+                _solver_config(config, spent=time.monotonic() - started, least=0.0),
                 decisive=decisive,
             )
         seconds = time.monotonic() - started
@@ -265,8 +267,11 @@ def _solve(build: Build, config: PlannerConfig, *, spent: float) -> Solution:
     return cpsat.solve(build.problem, _solver_config(config, spent=spent))
 
 
-def _solver_config(config: PlannerConfig, *, spent: float) -> SolverConfig:
-    return SolverConfig(
+def _solver_config(
+    config: PlannerConfig, *, spent: float, least: float | None = None
+) -> SolverConfig:
+    """The solver's configuration; ``least``: its minimum search (None: the solver's)."""
+    solver = SolverConfig(
         time_limit_seconds=config.time_limit_seconds,
         adaptive_budget=config.adaptive_budget,
         num_workers=config.num_workers,
@@ -275,6 +280,7 @@ def _solver_config(config: PlannerConfig, *, spent: float) -> SolverConfig:
         spent_seconds=spent,
         log_callback=config.log,
     )
+    return solver if least is None else dataclasses.replace(solver, min_search_seconds=least)
 
 
 def _to_plan(

@@ -9,8 +9,14 @@ from provisioner.controllers.disruption.facts import ClusterFacts
 from provisioner.controllers.disruption.rescheduling import Simulation, simulate
 from provisioner.controllers.provisioning.controller import build_view
 from provisioner.controllers.provisioning.plan import NodeClaimPlan, Plan
-from provisioner.controllers.provisioning.planner import NewCapacityLimit, PlannerConfig, plan_moves
+from provisioner.controllers.provisioning.planner import (
+    NewCapacityLimit,
+    PlannerConfig,
+    plan,
+    plan_moves,
+)
 from solver import cpsat
+from solver.config import SolverConfig
 from tests.unit.controllers.disruption.objects import (
     GREEDY,
     catalog_of,
@@ -162,6 +168,25 @@ def test_plan_moves_returns_the_optimisers_plan_then_the_greedy_ones():
     plans = plan_moves(view, JOINTER, moving)
     assert len(plans) == 1  # nothing pending, nothing moves: the empty plan ends it
     assert plans[0].node_claims == ()
+
+
+def test_simulations_keep_no_minimum_search_and_a_dry_run_keeps_the_solvers(monkeypatch):
+    # a disruption pass runs many simulations, each on its own budget; the minimum search is
+    # for a dry run whose problem took its budget to build
+    configs: list[SolverConfig] = []
+    real = cpsat.solve_with_greedy
+
+    def kept(problem: Any, config: SolverConfig, **kwargs: Any) -> cpsat.Solved:
+        configs.append(config)
+        return real(problem, config, **kwargs)
+
+    monkeypatch.setattr(cpsat, "solve_with_greedy", kept)
+    facts = two_nodes(extra=[*_full_b(), pod("waiting", cpu="3")])
+    view = build_view(facts.snapshot, catalog_of(facts).templates(), region="")
+    plan_moves(view, JOINTER, {"default/busy-0"})
+    plan(view, JOINTER)
+    assert [c.min_search_seconds for c in configs] == [0.0, SolverConfig().min_search_seconds]
+    assert SolverConfig().min_search_seconds > 0
 
 
 def _claim_plan(name: str, pods: tuple[str, ...], price: float) -> NodeClaimPlan:
