@@ -1218,6 +1218,39 @@ _EXISTING_INDEX_MIN: Final = 64
 _INT64_SAFE: Final = 2**62
 
 
+class _ResourceColumns:
+    """Resource lists side by side: per resource, one int64 column, built on first use.
+
+    Values are capped at ``_INT64_SAFE`` (a larger request gets no mask: the caller tests it
+    plainly), so ``holding`` is the test of :func:`fits` on every list at once.
+    """
+
+    def __init__(self, lists: Sequence[Mapping[str, int]]) -> None:
+        self._lists = lists
+        self._columns: dict[str, npt.NDArray[np.int64]] = {}
+
+    def _column(self, name: str) -> npt.NDArray[np.int64]:
+        column = self._columns.get(name)
+        if column is None:
+            column = np.fromiter(
+                (min(values.get(name, 0), _INT64_SAFE) for values in self._lists),
+                dtype=np.int64,
+                count=len(self._lists),
+            )
+            self._columns[name] = column
+        return column
+
+    def holding(self, requests: Mapping[str, int]) -> npt.NDArray[np.bool_] | None:
+        """Per list, whether it holds ``requests``; None when a request is past int64."""
+        if any(milli >= _INT64_SAFE for milli in requests.values()):
+            return None
+        mask = np.ones(len(self._lists), dtype=np.bool_)
+        for name, milli in requests.items():
+            if milli > 0:
+                mask &= self._column(name) >= milli
+        return mask
+
+
 class _ExistingFitIndex:
     """The existing nodes a request fits on, by one vectorised comparison per resource.
 
@@ -1228,20 +1261,9 @@ class _ExistingFitIndex:
     def __init__(self, existing: Mapping[str, _ExistingNode]) -> None:
         self._existing = existing
         self._ids = list(existing)
-        self._columns: dict[str, npt.NDArray[np.int64]] = {}
+        self._room = _ResourceColumns([n.remaining for n in existing.values()])
         self._gpu_free: npt.NDArray[np.int64] | None = None
         self._cache: dict[object, frozenset[str]] = {}
-
-    def _column(self, name: str) -> npt.NDArray[np.int64]:
-        column = self._columns.get(name)
-        if column is None:
-            column = np.fromiter(
-                (min(n.remaining.get(name, 0), _INT64_SAFE) for n in self._existing.values()),
-                dtype=np.int64,
-                count=len(self._ids),
-            )
-            self._columns[name] = column
-        return column
 
     def fitting(self, requests: Mapping[str, int], fraction: int) -> frozenset[str]:
         """Ids of the existing nodes with room for ``requests`` (and a ``fraction`` of a GPU)."""
@@ -1249,7 +1271,8 @@ class _ExistingFitIndex:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        if any(milli >= _INT64_SAFE for milli in requests.values()):
+        mask = self._room.holding(requests)
+        if mask is None:
             result = frozenset(
                 e
                 for e, n in self._existing.items()
@@ -1257,10 +1280,6 @@ class _ExistingFitIndex:
                 and (not fraction or max(n.gpus_free, default=0) >= fraction)
             )
         else:
-            mask = np.ones(len(self._ids), dtype=bool)
-            for name, milli in requests.items():
-                if milli > 0:
-                    mask &= self._column(name) >= milli
             if fraction:
                 if self._gpu_free is None:
                     self._gpu_free = np.fromiter(
@@ -1375,21 +1394,9 @@ class _FitIndex:
             by_shape[shape].append(option.id)
             self._capacity.setdefault(shape, option)
         self._ids = [frozenset(by_shape[shape]) for shape in self._capacity]
-        self._columns: dict[str, npt.NDArray[np.int64]] = {}
+        self._room = _ResourceColumns([o.capacity for o in self._capacity.values()])
         self._gpus: npt.NDArray[np.int64] | None = None
         self._cache: dict[tuple[tuple[tuple[str, int], ...], int], frozenset[str]] = {}
-
-    def _column(self, name: str) -> npt.NDArray[np.int64]:
-        """Each shape's capacity of ``name`` (missing: 0), capped where int64 is exact."""
-        column = self._columns.get(name)
-        if column is None:
-            column = np.fromiter(
-                (min(o.capacity.get(name, 0), _INT64_SAFE) for o in self._capacity.values()),
-                dtype=np.int64,
-                count=len(self._ids),
-            )
-            self._columns[name] = column
-        return column
 
     def fitting(self, requests: Mapping[str, int], fraction: int) -> frozenset[str]:
         """Ids of the options one pod with ``requests`` (and GPU ``fraction``) fits on.
@@ -1400,17 +1407,14 @@ class _FitIndex:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        if any(milli >= _INT64_SAFE for milli in requests.values()):
+        mask = self._room.holding(requests)
+        if mask is None:
             shapes = [
                 i
                 for i, option in enumerate(self._capacity.values())
                 if _fits_option(requests, fraction, option)
             ]
         else:
-            mask = np.ones(len(self._ids), dtype=bool)
-            for name, milli in requests.items():
-                if milli > 0:
-                    mask &= self._column(name) >= milli
             if fraction:
                 if self._gpus is None:
                     self._gpus = np.fromiter(
