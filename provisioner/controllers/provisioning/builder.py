@@ -918,7 +918,7 @@ class _TopologyContext:
     allowed: Mapping[str, frozenset[str]]
     options: Mapping[str, Option]
     existing: Mapping[str, _ExistingNode]
-    by_labels: Mapping[str, Mapping[tuple[tuple[str, str], ...], Sequence[_Pending]]]
+    by_labels: Mapping[str, _LabelSets]
 
     def counts(
         self, namespaces: Iterable[str], selector: SelectorKey, *, zone: bool
@@ -1114,28 +1114,83 @@ def _within(
     )
 
 
-def _by_labels(
-    pending: Sequence[_Pending],
-) -> dict[str, dict[tuple[tuple[str, str], ...], list[_Pending]]]:
+class _LabelSets:
+    """The pending pods of one namespace by label set, the label sets indexed by label.
+
+    A selector is tested only on the label sets that carry the labels it requires (its
+    ``matchLabels`` pairs, an ``In`` expression's values, an ``Exists`` key): with thousands
+    of distinct label sets and hundreds of selectors (one per spread, affinity or group),
+    testing every set against every selector dominated the topology step.
+    """
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[tuple[str, str], ...], list[_Pending]] = {}
+        self._order: dict[tuple[tuple[str, str], ...], int] = {}
+        self._by_pair: dict[tuple[str, str], list[tuple[tuple[str, str], ...]]] = {}
+        self._by_key: dict[str, list[tuple[tuple[str, str], ...]]] = {}
+
+    def add(self, item: _Pending) -> None:
+        """File ``item`` under its label set."""
+        key = item.facts.label_key
+        members = self.items.get(key)
+        if members is None:
+            members = self.items[key] = []
+            self._order[key] = len(self._order)
+            for label, value in item.facts.labels.items():
+                self._by_pair.setdefault((label, value), []).append(key)
+                self._by_key.setdefault(label, []).append(key)
+        members.append(item)
+
+    def selected(self, selector: SelectorKey) -> list[_Pending]:
+        """The pods whose labels ``selector`` matches, label sets in the order first seen."""
+        match_labels, expressions = selector
+        narrowest: list[tuple[tuple[str, str], ...]] | None = None
+        for pair in match_labels:
+            narrowest = _narrower(narrowest, self._by_pair.get(pair, []))
+        for label, operator, values in expressions:
+            if operator == "In":
+                within = [k for value in values for k in self._by_pair.get((label, value), [])]
+                narrowest = _narrower(narrowest, within)
+            elif operator == "Exists":
+                narrowest = _narrower(narrowest, self._by_key.get(label, []))
+        order = self._order
+        keys = list(self.items) if narrowest is None else sorted(narrowest, key=order.__getitem__)
+        selected: list[_Pending] = []
+        for key in keys:
+            members = self.items[key]
+            if selector_matches(selector, members[0].facts.labels):
+                selected.extend(members)
+        return selected
+
+
+def _narrower(
+    known: list[tuple[tuple[str, str], ...]] | None, other: list[tuple[tuple[str, str], ...]]
+) -> list[tuple[tuple[str, str], ...]]:
+    return other if known is None or len(other) < len(known) else known
+
+
+def _by_labels(pending: Sequence[_Pending]) -> dict[str, _LabelSets]:
     """The pending pods by namespace and label set, so selectors are matched once per set."""
-    index: dict[str, dict[tuple[tuple[str, str], ...], list[_Pending]]] = {}
+    index: dict[str, _LabelSets] = {}
     for item in pending:
-        labelled = index.setdefault(item.facts.namespace, {})
-        labelled.setdefault(item.facts.label_key, []).append(item)
+        labelled = index.get(item.facts.namespace)
+        if labelled is None:
+            labelled = index[item.facts.namespace] = _LabelSets()
+        labelled.add(item)
     return index
 
 
 def _selected(
-    by_labels: Mapping[str, Mapping[tuple[tuple[str, str], ...], Sequence[_Pending]]],
+    by_labels: Mapping[str, _LabelSets],
     namespaces: Iterable[str],
     selector: SelectorKey,
 ) -> list[_Pending]:
     """The pending pods in ``namespaces`` whose labels ``selector`` matches."""
     selected: list[_Pending] = []
     for namespace in dict.fromkeys(namespaces):
-        for items in by_labels.get(namespace, {}).values():
-            if selector_matches(selector, items[0].facts.labels):
-                selected.extend(items)
+        labelled = by_labels.get(namespace)
+        if labelled is not None:
+            selected.extend(labelled.selected(selector))
     return selected
 
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from cloudprovider.instancetype import InstanceType, Offering
 from provisioner.apis import labels as wk
-from provisioner.controllers.provisioning.builder import _first_undominated, _FitIndex, _fits_option
+from provisioner.controllers.provisioning.builder import (
+    _by_labels,
+    _first_undominated,
+    _FitIndex,
+    _fits_option,
+    _selected,
+)
 from provisioner.controllers.provisioning.offerings import (
     DaemonOverhead,
     Option,
@@ -17,6 +25,7 @@ from provisioner.controllers.provisioning.offerings import (
     enumerate_options,
 )
 from provisioner.controllers.provisioning.planner import MAX_INSTANCE_TYPES, _TargetIndex
+from provisioner.controllers.provisioning.podfacts import SelectorKey, selector_matches
 from provisioner.scheduling.requirements import Requirement, Requirements
 from provisioner.scheduling.resources import fits
 
@@ -214,3 +223,57 @@ def test_options_are_the_offerings_whose_labels_meet_the_pool_requirements(seed:
     ]
     options = enumerate_options(pools, DaemonOverhead(()), "r")
     assert [o.id for o in options] == expected
+
+
+def _stand_in(namespace: str, labels: dict[str, str]) -> Any:
+    """A pending pod as the label index reads it (its facts' namespace and labels)."""
+    facts = SimpleNamespace(
+        namespace=namespace, labels=labels, label_key=tuple(sorted(labels.items()))
+    )
+    return SimpleNamespace(facts=facts)
+
+
+def _naive_selected(pending: list[Any], namespaces: list[str], selector: SelectorKey) -> list[Any]:
+    """Every label set of each namespace, in the order first seen, tested on its own."""
+    selected: list[Any] = []
+    for namespace in dict.fromkeys(namespaces):
+        sets: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+        for item in pending:
+            if item.facts.namespace == namespace:
+                sets.setdefault(item.facts.label_key, []).append(item)
+        for members in sets.values():
+            if selector_matches(selector, members[0].facts.labels):
+                selected.extend(members)
+    return selected
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_label_index_selects_what_testing_every_label_set_selects(seed: int) -> None:
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data
+    keys, values, spaces = ("app", "tier", "zone", "team"), ("1", "2", "3"), ("a", "b")
+    pending = [
+        _stand_in(
+            rng.choice(spaces),
+            {k: rng.choice(values) for k in keys if rng.random() < 0.6},
+        )
+        for _ in range(rng.randint(0, 80))
+    ]
+    index = _by_labels(pending)
+    operators = ("In", "NotIn", "Exists", "DoesNotExist")
+    for _ in range(40):
+        match = tuple(
+            sorted({k: rng.choice(values) for k in rng.sample(keys, rng.randint(0, 2))}.items())
+        )
+        expressions = tuple(
+            sorted(
+                (k, op, tuple(sorted(rng.sample(values, rng.randint(1, 2)))))
+                for k, op in (
+                    (rng.choice(keys), rng.choice(operators)) for _ in range(rng.randint(0, 2))
+                )
+            )
+        )
+        selector: SelectorKey = (match, expressions)
+        namespaces = rng.sample([*spaces, "c"], rng.randint(1, 3))
+        assert _selected(index, namespaces, selector) == _naive_selected(
+            pending, namespaces, selector
+        )
