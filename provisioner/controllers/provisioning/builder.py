@@ -1149,7 +1149,9 @@ class _LabelSets:
             narrowest = _narrower(narrowest, self._by_pair.get(pair, []))
         for label, operator, values in expressions:
             if operator == "In":
-                within = [k for value in values for k in self._by_pair.get((label, value), [])]
+                # a label set has one value per label: each set comes once, whatever repeats
+                chosen = dict.fromkeys(values)
+                within = [k for value in chosen for k in self._by_pair.get((label, value), [])]
                 narrowest = _narrower(narrowest, within)
             elif operator == "Exists":
                 narrowest = _narrower(narrowest, self._by_key.get(label, []))
