@@ -140,16 +140,15 @@ def test_column_generation_leaves_time_to_dive_and_more_of_it_on_merged_lps() ->
     assert _columns_deadline(_MERGED.share, 100.0, 110.0, 2.0) == pytest.approx(107.0)
 
 
-def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None:
-    """Greedy plans that use up the planning step's budget leave no LP phase, only polishing."""
-    p = diverse(60)
+def _greedy_taking(monkeypatch, seconds: float) -> list[int]:
+    """Freeze the clock at 100 s, make the greedy plans take ``seconds``; record LP dives."""
     clock = [100.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     real = cpsat._greedy_tiers
 
-    def slow(*args, **kwargs):
+    def greedy(*args, **kwargs):
         out = real(*args, **kwargs)
-        clock[0] += 1.0  # the greedy plans took a second: past the 0.4 s budget
+        clock[0] += seconds
         return out
 
     dives: list[int] = []
@@ -158,14 +157,22 @@ def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None
         dives.append(1)
         return iter(())
 
+    monkeypatch.setattr(cpsat, "_greedy_tiers", greedy)
+    monkeypatch.setattr(cpsat, "_dive_plans", dive)
+    return dives
+
+
+def test_the_greedy_plans_count_against_the_adaptive_budget(monkeypatch) -> None:
+    """Greedy plans that use up the planning step's budget leave no LP phase, only polishing."""
+    p = diverse(60)
+    # the greedy plans took a second: past the 0.4 s budget
+    dives = _greedy_taking(monkeypatch, 1.0)
     calls: list[dict[str, Any]] = []
 
     def polish(problem, plan, **kwargs):
         calls.append({"plan": plan, **kwargs})
         return improve(problem, plan, **kwargs)
 
-    monkeypatch.setattr(cpsat, "_greedy_tiers", slow)
-    monkeypatch.setattr(cpsat, "_dive_plans", dive)
     monkeypatch.setattr(cpsat, "improve", polish)
     config = SolverConfig(time_limit_seconds=5, num_workers=1, colgen_rounds=2)
     s = solve(p, config)
@@ -187,23 +194,7 @@ def test_a_problem_that_took_the_whole_budget_to_build_still_gets_the_minimum_se
     monkeypatch, least: float, searched: bool
 ) -> None:
     p = diverse(60)
-    clock = [100.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    real = cpsat._greedy_tiers
-
-    def greedy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        clock[0] += 0.1  # the greedy plans: part of the search's minimum
-        return out
-
-    dives: list[int] = []
-
-    def dive(*args, **kwargs):
-        dives.append(1)
-        return iter(())
-
-    monkeypatch.setattr(cpsat, "_greedy_tiers", greedy)
-    monkeypatch.setattr(cpsat, "_dive_plans", dive)
+    dives = _greedy_taking(monkeypatch, 0.1)  # the greedy plans: part of the search's minimum
     # building took 10 s, far past the 0.4 s step budget
     config = SolverConfig(
         time_limit_seconds=30, num_workers=1, spent_seconds=10.0, min_search_seconds=least
