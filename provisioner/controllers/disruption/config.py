@@ -44,7 +44,9 @@ class DisruptionConfig:
         multi_node_max_candidates: candidates multi-node consolidation considers with the
             ``greedy`` (Karpenter-style) policy (100, Karpenter's cap); Jointer's policy takes
             every candidate the budgets allow and stops on ``multi_node_timeout``.
-        simulation_time_limit_seconds: the optimiser's budget per rescheduling simulation.
+        simulation_time_limit_seconds: the optimiser's wall-clock budget per rescheduling
+            simulation (a reproducible run, with a deterministic planner budget, keeps the
+            planner's own limit instead).
         catalog_ttl: how long the NodePools' instance types are reused between passes.
         multi_node_timeout: multi-node consolidation stops searching after this long (1 min).
         single_node_timeout: single-node consolidation gives up after this long (3 min).
