@@ -61,11 +61,13 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Final
+from unittest.mock import patch
 
 import boto3
 from botocore.awsrequest import AWSResponse
@@ -253,6 +255,25 @@ class _Counters:
     throttled_calls: int = 0
 
 
+@contextmanager
+def _virtual_instance_times(timeline: Timeline) -> Iterator[None]:
+    """Make moto stamp instances with virtual time (``LaunchTime``, state reasons) while open.
+
+    moto reads the wall clock; the controllers read the virtual one. Garbage collection ages an
+    instance by its ``LaunchTime`` (an orphan younger than 30 s is left to the launch still
+    writing its NodeClaim), so a wall-clock stamp made every instance look launched months
+    after the simulation's start: never old enough to collect, as no real instance is.
+    """
+    from moto.ec2.models import instances  # noqa: PLC0415 - moto is heavy
+
+    def now() -> datetime:
+        # moto keeps naive UTC datetimes
+        return timeline.clock.now().astimezone(UTC).replace(tzinfo=None)
+
+    with patch.object(instances, "utcnow", now):
+        yield
+
+
 class MotoCloud:
     """The simulated AWS account.
 
@@ -322,6 +343,7 @@ class MotoCloud:
         self._locked = True
         self._patches.enter_context(motoquery.indexed())
         self._patches.enter_context(motoserialize.memoized())
+        self._patches.enter_context(_virtual_instance_times(self.timeline))
         stubber = BotocoreStubber()
         stubber.enabled = True
         self._stubber = stubber

@@ -12,12 +12,20 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from cloudprovider.aws.tags import (
+    TAG_EKS_CLUSTER_NAME,
+    TAG_NODECLAIM,
+    TAG_NODECLASS,
+    TAG_NODEPOOL,
+    cluster_tag,
+)
 from provisioner.controllers.assembly import ControllerSet
 from provisioner.kube.resource import NODE_POOLS
 from provisioner.simulation.cloud import Launch
 from provisioner.simulation.driver import ControllerCrash
 from provisioner.simulation.ports import Ports
 from provisioner.simulation.report import orphan_instances
+from provisioner.simulation.runner import Simulation
 from provisioner.simulation.scenario import parse_scenario
 from provisioner.simulation.wiring import manager_factory
 from tests.e2e.conftest import (
@@ -35,6 +43,10 @@ pytestmark = pytest.mark.usefixtures("test_catalog")
 
 BATCH_MAX = 10.0
 """BATCH_MAX_DURATION: the longest a batch stays open."""
+AL2023_IMAGE = (
+    "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"
+)
+"""The SSM parameter of the simulated account's default AL2023 image."""
 
 
 def assert_one_instance_per_claim_and_no_orphan(report: dict[str, Any]) -> None:
@@ -386,3 +398,67 @@ def test_an_unconsumed_request_gets_booking_expired_and_its_nodes_go(
     # booked: not consolidated while the booking holds, consolidated after it
     assert all(c["deletedAt"] is not None and c["deletedAt"] > expired for c in claims)
     assert {c["deletionReason"] for c in claims} == {"Empty"}
+
+
+def test_an_orphan_instance_is_garbage_collected_once_past_its_minimum_age() -> None:
+    # an instance of this cluster whose NodeClaim is gone (a launch whose claim was deleted
+    # before its status was written): Karpenter's garbage collection terminates it once it is
+    # 30 s old, on one of its 2-minute passes. Its age is its LaunchTime against the
+    # controllers' clock, so the simulated EC2 must stamp launches in virtual time.
+    orphan: list[str] = []
+    at = 300.0
+
+    def launch_orphan(simulation: Simulation) -> None:
+        account = simulation.world.account
+        ssm, ec2 = account.client("ssm"), account.client("ec2")
+        image = ssm.get_parameter(Name=AL2023_IMAGE)["Parameter"]["Value"]
+        ec2.create_launch_template(LaunchTemplateName="lost", LaunchTemplateData={"ImageId": image})
+        cluster = simulation.scenario.cluster_name
+        tags = {
+            TAG_EKS_CLUSTER_NAME: cluster,
+            cluster_tag(cluster): "owned",
+            TAG_NODEPOOL: "general",
+            TAG_NODECLASS: "default",
+            TAG_NODECLAIM: "general-gone1",
+        }
+        zone = min(account.subnets)
+        fleet = ec2.create_fleet(
+            Type="instant",
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateName": "lost",
+                        "Version": "$Latest",
+                    },
+                    "Overrides": [
+                        {
+                            "InstanceType": "m5.large",
+                            "SubnetId": account.subnets[zone],
+                            "AvailabilityZone": zone,
+                        }
+                    ],
+                }
+            ],
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": 1,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            TagSpecifications=[
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        )
+        orphan.extend(fleet["Instances"][0]["InstanceIds"])
+
+    def on_start(simulation: Simulation) -> None:
+        simulation.world.timeline.schedule(at, lambda: launch_orphan(simulation))
+
+    _, simulation = run(shortened(bundled("deployment-0-to-200"), at + 600), on_start=on_start)
+
+    (instance,) = orphan
+    launch = simulation.world.account.launches[instance]
+    assert launch.at == at
+    assert launch.terminated_at is not None
+    assert at + 30 <= launch.terminated_at <= at + 30 + 120 + 1

@@ -127,6 +127,20 @@ def test_launches_and_terminations_are_recorded_in_virtual_time(account: MotoClo
     assert account.nodeclaim_of(account.describe([instance_id])[0]) == "nc-1"
 
 
+def test_instances_are_stamped_with_their_virtual_launch_time(account: MotoCloud) -> None:
+    # garbage collection ages instances by LaunchTime against the controllers' clock: both must
+    # be virtual time, or an orphan instance looks months old or not yet launched
+    account.timeline.run_until(30)
+    first = fleet(account, "spot", "m5.large")["Instances"][0]["InstanceIds"][0]
+    account.timeline.run_until(3600)
+    second = fleet(account, "on-demand", "m5.large", nodeclaim="nc-2")["Instances"][0][
+        "InstanceIds"
+    ][0]
+    described = {i["InstanceId"]: i for i in account.describe([first, second])}
+    assert described[first]["LaunchTime"] == account.timeline.at_seconds(30)
+    assert described[second]["LaunchTime"] == account.timeline.at_seconds(3600)
+
+
 def shown(account: MotoCloud) -> dict[str, str]:
     """What the controllers' DescribeInstances shows: instance id -> state."""
     reservations = account.client("ec2").describe_instances()["Reservations"]
