@@ -261,8 +261,8 @@ def _virtual_instance_times(timeline: Timeline) -> Iterator[None]:
 
     moto reads the wall clock; the controllers read the virtual one. Garbage collection ages an
     instance by its ``LaunchTime`` (an orphan younger than 30 s is left to the launch still
-    writing its NodeClaim), so a wall-clock stamp made every instance look launched months
-    after the simulation's start: never old enough to collect, as no real instance is.
+    writing its NodeClaim); with the wall clock's stamps every instance looked launched months
+    after the simulation's start, so no orphan was ever old enough to collect.
     """
     from moto.ec2.models import instances  # noqa: PLC0415 - moto is heavy
 
