@@ -23,7 +23,7 @@ anything in the cache changed or after 5 minutes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -87,7 +87,11 @@ def budget_nodes(facts: ClusterFacts, disrupting: set[str]) -> list[BudgetNode]:
 
 
 def simulation_planner(planner: PlannerConfig, config: DisruptionConfig) -> PlannerConfig:
-    """The planner configuration of the rescheduling simulations, from ``planner``.
+    """The planner configuration of the rescheduling simulations: ``planner``'s, policies too.
+
+    The simulations schedule as the provisioner does (``PREFERENCE_POLICY``,
+    ``MIN_VALUES_POLICY``, as in Karpenter, whose disruption simulates with the provisioner's
+    scheduler options).
 
     Their wall-clock limit is ``config.simulation_time_limit_seconds`` (1 s), except in a
     reproducible run (``planner.deterministic_time`` set, as ``jointer simulate`` plans).
@@ -98,17 +102,10 @@ def simulation_planner(planner: PlannerConfig, config: DisruptionConfig) -> Plan
     ``bench/scenario_scale.py`` has about six such simulations a day). The planner's own
     limit stays as the cap.
     """
-    limit = planner.time_limit_seconds
-    if planner.deterministic_time is None:
-        limit = min(limit, config.simulation_time_limit_seconds)
-    return PlannerConfig(
-        policy=planner.policy,
-        time_limit_seconds=limit,
-        num_workers=planner.num_workers,
-        random_seed=planner.random_seed,
-        deterministic_time=planner.deterministic_time,
-        log=planner.log,
-    )
+    if planner.deterministic_time is not None:
+        return planner
+    limit = min(planner.time_limit_seconds, config.simulation_time_limit_seconds)
+    return replace(planner, time_limit_seconds=limit)
 
 
 class DisruptionController(ControllerBase):

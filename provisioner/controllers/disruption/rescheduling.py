@@ -367,6 +367,7 @@ def simulate(
             sub,
             catalog.templates(),
             region=catalog.region,
+            ignore_preferences=planner.ignore_preferences,
             options_memo=catalog.options,
             derived_from=snapshot,
             touched=touched,

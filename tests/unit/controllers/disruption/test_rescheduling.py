@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from provisioner.controllers.disruption import rescheduling
@@ -83,6 +84,39 @@ def test_leaving_nodes_are_not_a_destination():
     result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=GREEDY, leaving={"b"})
     assert result.ok
     assert len(result.new_claims) == 1
+
+
+def _prefers_zone_b() -> ClusterFacts:
+    # zone-b costs 1 % more: only the pod's preference sends its replacement there
+    preferring = pod("picky", cpu="3")
+    preferring["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 1,
+                    "preference": {
+                        "matchExpressions": [
+                            {
+                                "key": "topology.kubernetes.io/zone",
+                                "operator": "In",
+                                "values": ["zone-b"],
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+    }
+    return facts_of([claim("a"), node("a"), running(preferring, "node-a")])
+
+
+def test_a_simulation_honours_preferences_unless_the_preference_policy_ignores_them():
+    facts = _prefers_zone_b()
+    for ignore, zone in ((False, "zone-b"), (True, "zone-a")):
+        planner = dataclasses.replace(GREEDY, ignore_preferences=ignore)
+        result = simulate(facts, catalog_of(facts), [facts.nodes["a"]], planner=planner)
+        assert result.ok
+        assert [c.zone for c in result.new_claims] == [zone], ignore
 
 
 def _flavored_pod() -> dict[str, Any]:

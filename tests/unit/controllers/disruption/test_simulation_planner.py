@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from provisioner.controllers.disruption.config import DisruptionConfig
 from provisioner.controllers.disruption.controller import simulation_planner
 from provisioner.controllers.provisioning.planner import PlannerConfig
@@ -34,3 +36,21 @@ def test_a_reproducible_run_is_not_cut_by_the_one_second_wall_clock() -> None:
         1,
         3,
     )
+
+
+@pytest.mark.parametrize("deterministic", [None, 1.0])
+def test_the_simulations_keep_the_provisioners_scheduling_policies(
+    deterministic: float | None,
+) -> None:
+    # PREFERENCE_POLICY=Ignore and MIN_VALUES_POLICY=BestEffort hold for consolidation's
+    # simulations as for provisioning (Karpenter simulates with the provisioner's options)
+    planner = PlannerConfig(
+        ignore_preferences=True,
+        min_values_best_effort=True,
+        adaptive_budget=False,
+        deterministic_time=deterministic,
+    )
+    simulations = simulation_planner(planner, DisruptionConfig())
+    assert simulations.ignore_preferences
+    assert simulations.min_values_best_effort
+    assert not simulations.adaptive_budget
