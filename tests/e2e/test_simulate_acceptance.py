@@ -37,16 +37,13 @@ from tests.e2e.conftest import (
     run,
     shortened,
 )
+from tests.e2e.fleets import fleet
 from tests.interruption_events import INTERRUPTION_EVENTS, SPOT, interruption_events
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
 
 BATCH_MAX = 10.0
 """BATCH_MAX_DURATION: the longest a batch stays open."""
-AL2023_IMAGE = (
-    "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"
-)
-"""The SSM parameter of the simulated account's default AL2023 image."""
 
 
 def assert_one_instance_per_claim_and_no_orphan(report: dict[str, Any]) -> None:
@@ -409,10 +406,6 @@ def test_an_orphan_instance_is_garbage_collected_once_past_its_minimum_age() -> 
     at = 300.0
 
     def launch_orphan(simulation: Simulation) -> None:
-        account = simulation.world.account
-        ssm, ec2 = account.client("ssm"), account.client("ec2")
-        image = ssm.get_parameter(Name=AL2023_IMAGE)["Parameter"]["Value"]
-        ec2.create_launch_template(LaunchTemplateName="lost", LaunchTemplateData={"ImageId": image})
         cluster = simulation.scenario.cluster_name
         tags = {
             TAG_EKS_CLUSTER_NAME: cluster,
@@ -421,36 +414,8 @@ def test_an_orphan_instance_is_garbage_collected_once_past_its_minimum_age() -> 
             TAG_NODECLASS: "default",
             TAG_NODECLAIM: "general-gone1",
         }
-        zone = min(account.subnets)
-        fleet = ec2.create_fleet(
-            Type="instant",
-            LaunchTemplateConfigs=[
-                {
-                    "LaunchTemplateSpecification": {
-                        "LaunchTemplateName": "lost",
-                        "Version": "$Latest",
-                    },
-                    "Overrides": [
-                        {
-                            "InstanceType": "m5.large",
-                            "SubnetId": account.subnets[zone],
-                            "AvailabilityZone": zone,
-                        }
-                    ],
-                }
-            ],
-            TargetCapacitySpecification={
-                "TotalTargetCapacity": 1,
-                "DefaultTargetCapacityType": "on-demand",
-            },
-            TagSpecifications=[
-                {
-                    "ResourceType": "instance",
-                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-                }
-            ],
-        )
-        orphan.extend(fleet["Instances"][0]["InstanceIds"])
+        launched = fleet(simulation.world.account, "on-demand", "m5.large", tags=tags)
+        orphan.extend(launched["Instances"][0]["InstanceIds"])
 
     def on_start(simulation: Simulation) -> None:
         simulation.world.timeline.schedule(at, lambda: launch_orphan(simulation))

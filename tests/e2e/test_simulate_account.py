@@ -17,6 +17,7 @@ from provisioner.simulation.cloud import Launch, MotoCloud, Outage
 from provisioner.simulation.kubelet import Kubelet
 from provisioner.simulation.objects import condition_true
 from provisioner.simulation.timeline import Timeline
+from tests.e2e.fleets import fleet
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b")
@@ -30,47 +31,6 @@ def account() -> Iterator[MotoCloud]:
         yield cloud
     finally:
         cloud.stop()
-
-
-def fleet(
-    cloud: MotoCloud, capacity_type: str, *types: str, nodeclaim: str = "nc-1"
-) -> dict[str, Any]:
-    ec2 = cloud.client("ec2")
-    ssm = cloud.client("ssm")
-    image = ssm.get_parameter(
-        Name="/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id"
-    )["Parameter"]["Value"]
-    names = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
-    if "nodes" not in names:
-        ec2.create_launch_template(
-            LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": image}
-        )
-    overrides = [
-        {"InstanceType": t, "SubnetId": cloud.subnets[zone], "AvailabilityZone": zone}
-        for t in types
-        for zone in ZONES
-    ]
-    tags = {"karpenter.sh/nodeclaim": nodeclaim, "karpenter.sh/nodepool": "default"}
-    result: dict[str, Any] = ec2.create_fleet(
-        Type="instant",
-        LaunchTemplateConfigs=[
-            {
-                "LaunchTemplateSpecification": {
-                    "LaunchTemplateName": "nodes",
-                    "Version": "$Latest",
-                },
-                "Overrides": overrides,
-            }
-        ],
-        TargetCapacitySpecification={
-            "TotalTargetCapacity": 1,
-            "DefaultTargetCapacityType": capacity_type,
-        },
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
-    return result
 
 
 def test_the_account_is_seeded_like_an_eks_cluster(account: MotoCloud) -> None:

@@ -13,7 +13,8 @@ from provisioner.simulation.cloud import MotoCloud
 from provisioner.simulation.motoreads import ReadCache, ReadMismatchError, ec2_action
 from provisioner.simulation.timeline import Timeline
 from tests.e2e.conftest import bundled, run
-from tests.e2e.test_simulate_account import REGION, ZONES, fleet
+from tests.e2e.fleets import fleet
+from tests.e2e.test_simulate_account import REGION, ZONES
 
 pytestmark = pytest.mark.usefixtures("test_catalog")
 
