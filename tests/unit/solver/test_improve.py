@@ -31,7 +31,7 @@ from solver.problem import (
 )
 from solver.validate import cost, violations
 from tests.unit.solver.builders import bt, pc
-from tests.unit.solver.strategies import problems
+from tests.unit.solver.strategies import problems, problems_with_one_bin_groups
 
 
 def _plan(
@@ -73,15 +73,15 @@ def _same_pods(a: Solution, b: Solution) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(problems(), st.booleans())
+@given(problems(), st.booleans(), st.booleans())
 def test_emptied_plans_stay_valid_never_cost_more_and_keep_their_pods(
-    problem: Problem, shed_first: bool
+    problem: Problem, shed_first: bool, rebalance: bool
 ) -> None:
     for plan in (karpenter_ffd(problem), cost_aware_ffd(problem)):
         for start in (plan, _singletons(problem, plan)):
             if start is not plan:
                 assume(violations(problem, start) == [])
-            out = improve(problem, start, shed_first=shed_first)
+            out = improve(problem, start, shed_first=shed_first, rebalance=rebalance)
             assert violations(problem, out) == []
             assert out.cost_micros == cost(problem, out) <= start.cost_micros
             assert len(out.new_bins) <= len(start.new_bins)
@@ -604,3 +604,64 @@ def test_the_spare_room_is_kept_for_the_last_demands_asked_only() -> None:
             assert growth._spare(demand, free).tolist() == fresh.tolist()
             assert len(growth.spares) <= 2
             assert next(reversed(growth.spares)) == demand.tobytes()  # the latest is kept
+
+
+def _sizes_problem(*, cpu_b_apart_from_mem: bool = False) -> Problem:
+    """Offerings of one shape in eight sizes (1-8 CPUs, 2 GiB a CPU, 100 a CPU)."""
+    types = tuple(bt(f"s{k}", 1000 * k, 2048 * k, 100 * k) for k in range(1, 9))
+    ids = [t.id for t in types]
+    two = frozenset({"two"}) if cpu_b_apart_from_mem else frozenset()
+    return Problem(
+        types,
+        (
+            pc("cpu-a", 1, 1500, 256, ids, topology=frozenset({"one"})),
+            pc("mem", 1, 250, 4096, ids, topology=frozenset({"one"}) | two),
+            pc("small", 1, 100, 2048, ids),
+            pc("cpu-b", 1, 1500, 256, ids, topology=two),
+        ),
+        topology=(
+            AntiAffinity("one", TopologyKey.HOSTNAME),
+            AntiAffinity("two", TopologyKey.HOSTNAME),
+        ),
+    )
+
+
+def test_a_cpu_bound_and_a_memory_bound_bin_trade_pods_until_one_steps_down() -> None:
+    p = _sizes_problem()
+    # four CPUs holding 3.1 CPUs and 2.5 GiB beside two holding a 4 GiB pod: no pod moves,
+    # swaps or sheds so that a bin gets cheaper, so the plain polish keeps the plan
+    start = _plan(p, [("s4", {"cpu-a": 1, "small": 1, "cpu-b": 1}), ("s2", {"mem": 1})])
+    assert improve(p, start) is start
+    out = improve(p, start, rebalance=True)
+    assert violations(p, out) == []
+    _same_pods(out, start)
+    # dealt so that each bin fills its CPU and memory together: three CPUs and two
+    assert sorted((b.bin_type, sorted(b.placement.counts)) for b in out.new_bins) == [
+        ("s2", ["cpu-a", "small"]),
+        ("s3", ["cpu-b", "mem"]),
+    ]
+    assert out.cost_micros == 500 < start.cost_micros == 600
+
+
+def test_rebalancing_keeps_hostname_caps() -> None:
+    # the memory pod is kept apart from both CPU pods: no deal of the pods saves
+    p = _sizes_problem(cpu_b_apart_from_mem=True)
+    start = _plan(p, [("s4", {"cpu-a": 1, "small": 1, "cpu-b": 1}), ("s2", {"mem": 1})])
+    assert improve(p, start, rebalance=True) is start
+
+
+def test_rebalancing_that_saves_nothing_leaves_the_plan_as_it_was() -> None:
+    p = _sizes_problem()
+    # already as cheap as the pods allow: the rebalanced deal would cost the same
+    start = _plan(p, [("s2", {"cpu-a": 1, "small": 1}), ("s3", {"cpu-b": 1, "mem": 1})])
+    assert improve(p, start, rebalance=True) is start
+
+
+@settings(max_examples=100, deadline=None)
+@given(problems_with_one_bin_groups())
+def test_rebalanced_plans_keep_one_bin_groups_whole_and_every_rule(problem: Problem) -> None:
+    for start in (karpenter_ffd(problem), cost_aware_ffd(problem)):
+        out = improve(problem, start, rebalance=True)
+        assert violations(problem, out) == []
+        assert out.cost_micros == cost(problem, out) <= start.cost_micros
+        _same_pods(out, start)
