@@ -1,6 +1,6 @@
 """Local search on a plan's new bins: empty bins into others, consolidate sets.
 
-Rounding an LP or packing greedily leaves room on many bins. Five moves turn that room into
+Rounding an LP or packing greedily leaves room on many bins. Six moves turn that room into
 savings, the way Karpenter's consolidation would after the fact, but before anything is bought:
 
 * **empty**: move every pod of a bin onto other new bins of its zone and pool, then drop it;
@@ -15,7 +15,11 @@ savings, the way Karpenter's consolidation would after the fact, but before anyt
 * **swap**: trade a pod of a bin for a smaller one of another bin of its zone and pool that
   has room for it, when the first bin then fits a cheaper offering (``_Swaps``);
 * **shed**: move pods of a bin one by one into the room other bins of its zone and pool have
-  left, until it fits a cheaper offering (``_Shed``).
+  left, until it fits a cheaper offering (``_Shed``);
+* **rebalance** (with ``improve``'s ``rebalance``): move or trade pods between bins of a zone
+  and pool that keep their offerings, where that lowers the bins' fluid cost
+  (``solver.rebalance``), so that bins filling one resource and idling another fill evenly
+  and the moves above can shrink them (``_Rebalance``).
 
 All keep every bin in its zone and pool, and pods in their pool, so pool weights stay as they
 were, and pods under zonal rules (spreads, affinities, co-location on zone; gang members) in
