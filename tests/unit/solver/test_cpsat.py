@@ -6,10 +6,12 @@ from hypothesis import given, settings
 
 from solver.bounds import fluid_bound
 from solver.colgen import generate, lp_bound, patterns_from_solution
-from solver.cpsat import solve, solve_with_greedy
+from solver.cpsat import _rebalances, solve, solve_with_greedy
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.problem import (
     AntiAffinity,
+    NewBin,
+    Placement,
     Problem,
     Solution,
     SpreadConstraint,
@@ -186,3 +188,20 @@ def test_the_first_polish_of_karpenters_plan_sheds_first(monkeypatch: pytest.Mon
     assert karpenter.cost_micros <= 1.25 * cost_aware.cost_micros
     solve(p, TEST_CONFIG)
     assert calls[0] == (karpenter.cost_micros, True)
+
+
+def _one_pod_bins(n: int, *, gpu: int = 0) -> tuple[Problem, Solution]:
+    p = Problem((bt("t", 1000, 2048, 100, gpus=1),), (pc("a", n, 1000, 1024, ["t"], gpu=gpu),))
+    bins = tuple(NewBin("t", Placement({"a": 1})) for _ in range(n))
+    return p, Solution(bins, (), (), 100 * n, 0, Status.FEASIBLE)
+
+
+def test_only_a_full_bins_plan_of_many_bins_without_gpu_pods_is_rebalanced() -> None:
+    problem, plan = _one_pod_bins(50)
+    assert _rebalances(problem, plan, [plan])
+    # the polish of a cost-aware plan leaves the time to the LP search
+    assert not _rebalances(problem, plan, [])
+    few, fewer = _one_pod_bins(49)
+    assert not _rebalances(few, fewer, [fewer])
+    gpus, on_gpus = _one_pod_bins(50, gpu=1)
+    assert not _rebalances(gpus, on_gpus, [on_gpus])
