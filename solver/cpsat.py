@@ -602,8 +602,11 @@ bins: $117.40 instead of $118.35 an hour; the same mix on us-east-1: $5.29 inste
 $5.42). Elsewhere the LP phases and CP-SAT make the plan and need the budget's time: with
 every first polish rebalancing, the weighted-limits mix at 2,000 pods cost $22.79 instead of
 $21.70 in two repetitions of three (its column generation no longer finished), and the
-realistic mix at 2,000 pods $75.10 instead of $74.13. Not for GPU pods either: their nodes
-are priced by the GPUs, which the LP search packs.
+realistic mix at 2,000 pods $75.10 instead of $74.13. The time rebalancing takes is not spent
+polishing the other greedy plans: on the diverse mix with zonal self-affinity at 500 pods the
+cost-aware plan's polish had found $120.46 an hour, where the rebalanced first plan costs
+$123.55 (rebalancing after those polishes instead finds no time left on any benchmark row).
+Not for GPU pods either: their nodes are priced by the GPUs, which the LP search packs.
 """
 
 
