@@ -598,7 +598,7 @@ this many bins up.
 
 Only where the polish is the search: a first-fit-decreasing plan polished first (its bins
 full, ``_FULL_BINS_FIRST``) on many bins of few pods (Karpenter's diverse mix, 500 pods on 83
-bins: $117.40 instead of $118.35 an hour; the same mix on us-east-1: $5.29 instead of
+bins: $117.40 instead of $118.35 an hour; the same mix on us-east-1: $5.29-5.41 instead of
 $5.42). Elsewhere the LP phases and CP-SAT make the plan and need the budget's time: with
 every first polish rebalancing, the weighted-limits mix at 2,000 pods cost $22.79 instead of
 $21.70 in two repetitions of three (its column generation no longer finished), and the
