@@ -53,7 +53,7 @@ class FluidCost:
 
     def of(self, used: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Return the fluid cost (micro-dollars) of each row of ``used`` (n x resources)."""
-        if not len(self.weights):
+        if not len(self.weights) or not used.shape[1]:
             return np.zeros(used.shape[0])
         per = (used[:, None, :] * self.weights[None, :, :]).max(axis=2)
         result: npt.NDArray[np.float64] = per.min(axis=1)

@@ -91,3 +91,8 @@ def test_the_fluid_cost_is_never_above_the_price_of_an_offering_that_holds_the_p
     assert holding
     # rows within a percent of a kept one are left out, so the value may be a percent above
     assert value <= 1.01 * min(t.price_micros for t in holding) + 1e-6
+
+
+def test_no_offerings_or_no_resources_cost_nothing() -> None:
+    assert FluidCost([], NAMES).of(np.array([[1.0, 2.0, 3.0]])).tolist() == [0.0]
+    assert FluidCost([bt("t", 1000, 1024, 100)], []).of(np.zeros((2, 0))).tolist() == [0.0, 0.0]
