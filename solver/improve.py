@@ -932,12 +932,9 @@ _REBALANCE_WASTE = 0.03
 Bins that fill evenly have little to trade; skipping them keeps a pass short on plans of
 many bins (the weighted-limits mix, 2,000 pods, 526 bins)."""
 _REBALANCE_ROUNDS = 8
-_REBALANCE_PASSES = 1
-"""Passes of moves and swaps over a domain's pods per round of rebalancing."""
+"""Rounds of rebalancing in ``improve``: a pass of moves and swaps, then one of shrinking."""
 _REBALANCE_IDLE = 2
 """Rebalancing stops after this many rounds in a row that saved nothing."""
-"""Rebalancing passes of ``improve``, each followed by a round of shrinking; they stop at
-the first that saves nothing."""
 
 
 @dataclass(slots=True)
@@ -966,7 +963,7 @@ class _Rebalance:
         members: list[_Bin],
         *,
         names: list[str],
-        offerings: list[BinType],
+        offerings: _Offerings,
         ledger: _Ledger,
         fluid: FluidCost,
     ) -> None:
@@ -982,12 +979,7 @@ class _Rebalance:
         ).reshape(len(self.bins), width)
         self.cost = self.fluid.of(self.used)
         self.live = np.ones(len(self.bins), dtype=np.bool_)
-        self.offer_cap = np.array(
-            [[t.capacity.get(r, 0) for r in names] for t in offerings], dtype=np.float64
-        ).reshape(len(offerings), width)
-        self.offer_price = np.array([t.price_micros for t in offerings], dtype=np.int64)
         self._demand: dict[str, npt.NDArray[np.float64]] = {}
-        self._allowed: dict[str, npt.NDArray[np.bool_]] = {}
 
     def demand(self, key: str) -> npt.NDArray[np.float64]:
         """Return what one pod of ``key`` uses, per resource of ``names``."""
@@ -1000,15 +992,18 @@ class _Rebalance:
 
     def run(self, late: Callable[[], bool]) -> bool:
         """Move, then swap, pods where that lowers the fluid cost; return whether any did."""
-        changed = False
-        for _ in range(_REBALANCE_PASSES):
-            if len(self.bins) < _PAIR or late():
-                break
-            moved = self._moves()
-            if not (self._swaps(late) or moved):
-                break
-            changed = True
-        return changed
+        if len(self.bins) < _PAIR or late():
+            return False
+        moved = self._moves()
+        return self._swaps(late) or moved
+
+    def _prices(self) -> npt.NDArray[np.float64]:
+        return np.array([b.t.price_micros for b in self.bins], dtype=np.float64)
+
+    def _wasteful(self, prices: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+        """Return which bins' fluid cost is ``_REBALANCE_WASTE`` or more below their price."""
+        result: npt.NDArray[np.bool_] = self.cost <= (1 - _REBALANCE_WASTE) * prices
+        return result
 
     def _pods(self, *, wasteful: bool = False) -> _Pods:
         """Return the (bin, class) pairs of movable pods, with their demand rows.
@@ -1018,22 +1013,16 @@ class _Rebalance:
         """
         where: list[int] = []
         keys: list[str] = []
-        for j, b in enumerate(self.bins):
-            if self.live[j] and not (
-                wasteful and self.cost[j] > (1 - _REBALANCE_WASTE) * b.t.price_micros
-            ):
-                for key in sorted(b.counts):
-                    if self.rules.movable(key):
-                        where.append(j)
-                        keys.append(key)
+        chosen = self.live & self._wasteful(self._prices()) if wasteful else self.live
+        for j in chosen.nonzero()[0].tolist():
+            for key in sorted(self.bins[j].counts):
+                if self.rules.movable(key):
+                    where.append(j)
+                    keys.append(key)
         rows = np.array([self.demand(k) for k in keys], dtype=np.float64).reshape(
             len(keys), len(self.names)
         )
         return _Pods(np.array(where, dtype=np.int64), keys, rows)
-
-    def _gain(self, i: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        prices = np.array([self.bins[j].t.price_micros for j in i.tolist()], dtype=np.float64)
-        return -_REBALANCE_GAIN * prices
 
     def _moves(self) -> bool:
         """Move pods to the bins where the fluid cost falls most, each bin once a round."""
@@ -1048,7 +1037,7 @@ class _Rebalance:
             return False
         left = self.fluid.of(self.used[pods.where] - pods.rows) - self.cost[pods.where]
         delta = self.fluid.of(self.used[js] + pods.rows[ps]) - self.cost[js] + left[ps]
-        good = delta < self._gain(pods.where[ps])
+        good = delta < -_REBALANCE_GAIN * self._prices()[pods.where[ps]]
         ps, js, delta = ps[good], js[good], delta[good]
         touched: set[int] = set()
         moved = False
@@ -1073,11 +1062,12 @@ class _Rebalance:
         pods = self._pods()
         if not pods.keys:
             return False
-        prices = np.array([b.t.price_micros for b in self.bins], dtype=np.float64)
+        prices = self._prices()
+        wasteful = self._wasteful(prices)
         touched: set[int] = set()
         swapped = False
         for i in np.argsort(self.cost - prices, kind="stable").tolist():
-            if late() or self.cost[i] > (1 - _REBALANCE_WASTE) * prices[i]:
+            if late() or not wasteful[i]:
                 break
             if i in touched or not self.live[i]:
                 continue
@@ -1145,25 +1135,18 @@ class _Rebalance:
             self.ledger.drop(b.t)
             return
         self.used[i] = [b.used[r] for r in self.names]
-        fits = (self.offer_cap >= self.used[i]).all(axis=1) & (self.offer_price < b.t.price_micros)
+        offerings = self.offerings
+        fits = (offerings.cap >= self.used[i]).all(axis=1) & (offerings.price < b.t.price_micros)
         for key in b.counts:
-            fits &= self._allowed_for(key)
+            fits &= offerings.mask(self.rules.classes[key].allowed_bin_types)
         cheaper = fits.nonzero()[0]
         if len(cheaper):
             # offerings come cheapest first
-            t = self.offerings[int(cheaper[0])]
+            t = offerings.list[int(cheaper[0])]
             if self.ledger.retype([(b.t, t)]):
                 b.t = t
                 self.cap[i] = [t.capacity.get(r, 0) for r in self.names]
         self.cost[i] = float(self.fluid.of(self.used[i][None, :])[0])
-
-    def _allowed_for(self, key: str) -> npt.NDArray[np.bool_]:
-        found = self._allowed.get(key)
-        if found is None:
-            allowed = self.rules.classes[key].allowed_bin_types
-            found = np.array([t.id in allowed for t in self.offerings], dtype=np.bool_)
-            self._allowed[key] = found
-        return found
 
 
 class _Shrinker(Protocol):
@@ -1455,12 +1438,9 @@ def improve(
     offering), where few bins empty or grow and shrinking is where the savings are.
 
     Stops at ``deadline`` (a ``time.monotonic()`` value) keeping the moves made so far.
-    ``rebalance``: then, while time is left, rebalance every domain (``_Rebalance``) and
-    empty and shrink again, at most ``_REBALANCE_ROUNDS`` times; for the plan polished first,
-    whose polish often ends early on plans of few pods a node (Karpenter's diverse mix, 500
-    pods: $118.35 to $117.09 an hour in the same budget); later plans' polishes leave the time
-    to the search (weighted pools, 2,000 pods: $22.77 instead of $21.70 when every polish
-    rebalanced).
+    ``rebalance``: then, while time is left, rounds of rebalancing every domain
+    (``_Rebalance``) and shrinking (``_rebalanced``); the caller decides when that is worth
+    the time (``solver.cpsat._rebalances``).
     ``first_pass_until``: the first pass over every domain (shedding with ``shed_first``,
     else emptying) runs until then instead, whatever ``deadline``: it finds most of the
     saving (Karpenter's diverse mix, 5,000 pods: $404 of $404.45 an hour in its first 0.55
@@ -1487,11 +1467,10 @@ def improve(
 
 def _solution(plan: Solution, search: _Search) -> Solution:
     """Return ``plan`` with the live bins of ``search``."""
-    alive = [b for b in search.bins if b.alive]
     return replace(
         plan,
-        new_bins=tuple(_placement(b) for b in alive),
-        cost_micros=sum(b.t.price_micros for b in alive),
+        new_bins=tuple(_placement(b) for b in search.bins if b.alive),
+        cost_micros=search.cost(),
     )
 
 
@@ -1528,7 +1507,8 @@ class _Search:
         self.offerings = _offerings(problem)
         self.ledger = _Ledger(problem, self.bins)
         self.deadline = deadline
-        self.fluid: dict[tuple[str, str], FluidCost] = {}
+        self.rebalancing: dict[tuple[str, str], tuple[_Offerings, FluidCost]] = {}
+        """Per domain, its offerings as arrays and their fluid cost (made when first used)."""
 
     def _late(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -1545,8 +1525,7 @@ class _Search:
         return changed
 
     def empty(self, _key: tuple[str, str], members: list[_Bin]) -> bool:
-        """Empty the domain's live bins into each other's room."""
-        members = [b for b in members if b.alive]
+        """Empty the domain's bins into each other's room."""
         if len(members) < _PAIR or self._late():
             return False
         changed = False
@@ -1585,10 +1564,11 @@ class _Search:
         """Deal the domain's pods so that its bins fill evenly (``_Rebalance``)."""
         if self._late():
             return False
-        offerings = self.offerings.get(key, [])
-        fluid = self.fluid.get(key)
-        if fluid is None:
-            fluid = self.fluid[key] = FluidCost(offerings, self.names)
+        arrays = self.rebalancing.get(key)
+        if arrays is None:
+            listed = _Offerings(self.offerings.get(key, []), self.names)
+            arrays = self.rebalancing[key] = listed, FluidCost(listed.cap, listed.price)
+        offerings, fluid = arrays
         move = _Rebalance(
             self.rules,
             members,

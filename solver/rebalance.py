@@ -16,12 +16,8 @@ of offerings within a percent of each other only one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import numpy.typing as npt
-
-from solver.problem import BinType
 
 _CLOSE = 0.01
 """Offerings whose weights are within this share of another's everywhere are left out.
@@ -37,19 +33,10 @@ _LACKING = 1e18
 class FluidCost:
     """The fluid cost of bins of one domain, for many used-resource vectors at once."""
 
-    def __init__(self, offerings: Sequence[BinType], names: Sequence[str]) -> None:
-        """Keep the undominated weight rows of ``offerings`` over resources ``names``."""
-        rows = np.array(
-            [
-                [
-                    t.price_micros / t.capacity[r] if t.capacity.get(r, 0) > 0 else _LACKING
-                    for r in names
-                ]
-                for t in offerings
-            ],
-            dtype=np.float64,
-        ).reshape(len(offerings), len(names))
-        self.weights = _undominated(rows)
+    def __init__(self, cap: npt.NDArray[np.int64], price: npt.NDArray[np.int64]) -> None:
+        """Keep the rows that matter of offerings of ``cap`` (offerings x resources), ``price``."""
+        rows = np.where(cap > 0, price[:, None] / np.maximum(cap, 1), _LACKING)
+        self.weights = _undominated(rows.astype(np.float64))
 
     def of(self, used: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Return the fluid cost (micro-dollars) of each row of ``used`` (n x resources)."""
