@@ -605,7 +605,7 @@ $21.70 in two repetitions of three (its column generation no longer finished), a
 realistic mix at 2,000 pods $75.10 instead of $74.13. The time rebalancing takes is not spent
 polishing the other greedy plans: on the diverse mix with zonal self-affinity at 500 pods the
 cost-aware plan's polish had found $120.46 an hour, where the rebalanced first plan costs
-$123.55 (rebalancing after those polishes instead finds no time left on any benchmark row).
+$123.55-124.51 (rebalancing after those polishes instead finds no time left on any benchmark row).
 Not for GPU pods either: their nodes are priced by the GPUs, which the LP search packs.
 """
 
