@@ -1,4 +1,5 @@
 import dataclasses
+import time
 from typing import Any
 
 import pytest
@@ -205,3 +206,46 @@ def test_only_a_full_bins_plan_of_many_bins_without_gpu_pods_is_rebalanced() -> 
     assert not _rebalances(few, fewer, [fewer])
     gpus, on_gpus = _one_pod_bins(50, gpu=1)
     assert not _rebalances(gpus, on_gpus, [on_gpus])
+
+
+def _interleaved(shrink: int, count: int) -> Problem:
+    """Lean (1 GiB a CPU) and fat (6 GiB a CPU) pods on a CPU-rich and a memory-rich family."""
+    from tests.unit.solver.test_guided import IDS, TYPES  # noqa: PLC0415
+
+    sizes = [(3000, 1), (2500, 6), (2000, 1), (1500, 6), (1000, 1), (500, 6)]
+    return Problem(
+        tuple(TYPES),
+        tuple(
+            pc(f"k{i}", count, cpu // shrink, cpu // shrink * ratio * 1024 // 1000, IDS)
+            for i, (cpu, ratio) in enumerate(sizes)
+        ),
+    )
+
+
+def _first_of(problem: Problem) -> tuple[Solution, Solution, list[Solution], list[Solution]]:
+    from solver.cpsat import _guided  # noqa: PLC0415
+
+    cost_aware = cost_aware_ffd(problem, fall_through=False)
+    karpenter = karpenter_ffd(problem, fall_through=False)
+    first, candidates, full = _guided(
+        problem, ([cost_aware, karpenter], [karpenter]), time.monotonic() + 60, lambda _m: None
+    )
+    return karpenter, first, candidates, full
+
+
+def test_the_guided_plan_is_polished_first_where_karpenters_bins_hold_many_pods() -> None:
+    # 24 pods a bin: the guided first fit ($3,000) replaces Karpenter's ($3,400) as the
+    # full-bins plan polished first
+    karpenter, first, candidates, full = _first_of(_interleaved(8, 16))
+    assert first is candidates[-1] is full[-1]
+    assert first is not karpenter
+    assert first.cost_micros == 3000 < karpenter.cost_micros == 3400
+    assert violations(_interleaved(8, 16), first) == []
+
+
+def test_the_guided_plan_is_not_made_where_karpenters_bins_hold_few_pods() -> None:
+    # 4 pods a bin: a node's cost is its size rounded up to its few pods, whatever the family
+    karpenter, first, candidates, full = _first_of(_interleaved(1, 4))
+    assert first is karpenter
+    assert len(candidates) == 2
+    assert full == [karpenter]
