@@ -1121,8 +1121,9 @@ def _polish_others(
 
 _GUIDED_ROOM = 2.0
 """The fluid-guided plan is made only while this many times Karpenter's planning time is
-left of the budget: its LP and first fit take one to two times that (the constraint mix:
-0.9 s against 0.45 s at 10,000 pods), and its polish needs the rest."""
+left of the budget: its first fit takes about as long as Karpenter's, its LP a tenth of that
+(the constraint mix at 10,000 pods: 0.55 s and 0.05 s against 0.45 s), and its polish needs
+the rest."""
 
 
 def _guided(
@@ -1136,11 +1137,10 @@ def _guided(
     ``plans``: the candidates (a full-bins plan last) and the full-bins plans, Karpenter's
     first. Where a full-bins plan is polished first (``_first_polished``), the fluid-guided
     plan (``solver.guided``), which fills bins as Karpenter's does, is polished first
-    instead when it places as many pods: its bins polish to a cheaper plan, whatever the two
-    cost before (the constraint mix at 10,000 pods: $325.70 against Karpenter's $378.37, and
-    $314.60 against $320.10 polished; Karpenter's diverse mix on us-east-1 at 500 pods:
-    $8.78 against $7.14, and $5.25 against $5.34 polished). Not made when too little of the
-    budget is left.
+    instead when it places as many pods for less (the constraint mix at 10,000 pods:
+    $342.40 against Karpenter's $378.37 an hour, and $318.69 against $320.10 polished). Not
+    made where Karpenter's bins hold few pods (``_GUIDED_PODS_PER_BIN``) or too little of
+    the budget is left.
     """
     candidates, full = plans
     first = _first_polished(candidates)
