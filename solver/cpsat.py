@@ -1139,12 +1139,20 @@ def _guided(
     plan (``solver.guided``), which fills bins as Karpenter's does, is polished first
     instead when it places as many pods for less (the constraint mix at 10,000 pods:
     $342.40 against Karpenter's $378.37 an hour, and $318.69 against $320.10 polished). Not
-    made where Karpenter's bins hold few pods (``_GUIDED_PODS_PER_BIN``) or too little of
-    the budget is left.
+    made where Karpenter's bins hold few pods (``_GUIDED_PODS_PER_BIN``), where too little
+    of the budget is left, or where nodes exist: there the pods fill the existing nodes'
+    room first and the LP, which sees new nodes only, deals the rest blind to it. In the
+    controller's 24-hour soak (seed 1) it changed 34 of 516 plans, all consolidation
+    simulations beside existing nodes, and the day ended with 37 more consolidations and
+    $395.40 spent instead of $374.35.
     """
     candidates, full = plans
     first = _first_polished(candidates)
-    if not any(first is f for f in full) or _pods_per_bin(full[0]) < _GUIDED_PODS_PER_BIN:
+    if (
+        problem.existing
+        or not any(first is f for f in full)
+        or _pods_per_bin(full[0]) < _GUIDED_PODS_PER_BIN
+    ):
         return first, candidates, full
     if time.monotonic() + _GUIDED_ROOM * full[0].seconds > soft:
         log("guided greedy skipped: too little time left")

@@ -11,6 +11,7 @@ from solver.cpsat import _rebalances, solve, solve_with_greedy
 from solver.greedy import cost_aware_ffd, karpenter_ffd
 from solver.problem import (
     AntiAffinity,
+    ExistingBin,
     NewBin,
     Placement,
     Problem,
@@ -248,4 +249,14 @@ def test_the_guided_plan_is_not_made_where_karpenters_bins_hold_few_pods() -> No
     karpenter, first, candidates, full = _first_of(_interleaved(1, 4))
     assert first is karpenter
     assert len(candidates) == 2
+    assert full == [karpenter]
+
+
+def test_the_guided_plan_is_not_made_beside_existing_nodes() -> None:
+    # pods fill the existing nodes' room first, which the guide's LP does not see
+    problem = _interleaved(8, 16)
+    room = ExistingBin("n0", "a", "default", {"cpu": 500, "memory": 512, "pods": 10})
+    problem = dataclasses.replace(problem, existing=(room,))
+    karpenter, first, _, full = _first_of(problem)
+    assert first is karpenter
     assert full == [karpenter]
