@@ -1140,11 +1140,13 @@ def _guided(
     instead when it places as many pods for less (the constraint mix at 10,000 pods:
     $342.40 against Karpenter's $378.37 an hour, and $318.69 against $320.10 polished). Not
     made where Karpenter's bins hold few pods (``_GUIDED_PODS_PER_BIN``), where too little
-    of the budget is left, or where nodes exist: there the pods fill the existing nodes'
-    room first and the LP, which sees new nodes only, deals the rest blind to it. In the
-    controller's 24-hour soak (seed 1) it changed 34 of 516 plans, all consolidation
-    simulations beside existing nodes, and the day ended with 37 more consolidations and
-    $395.40 spent instead of $374.35.
+    of the budget is left, or beside existing nodes. In the controller's 24-hour soak (seed
+    1) the guided plans of batches beside nodes cost more over the day than they saved in
+    each plan: made wherever nodes exist, it changed 34 of 516 plans (consolidation
+    simulations) and the day cost $395.40 instead of $374.35 with 37 more consolidations;
+    made wherever no pod fits on an existing node, $430.90. The LP sees new nodes only, and
+    a batch dealt to two families leaves room in both that later pods and consolidation
+    pay for.
     """
     candidates, full = plans
     first = _first_polished(candidates)

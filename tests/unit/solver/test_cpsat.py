@@ -253,10 +253,9 @@ def test_the_guided_plan_is_not_made_where_karpenters_bins_hold_few_pods() -> No
 
 
 def test_the_guided_plan_is_not_made_beside_existing_nodes() -> None:
-    # pods fill the existing nodes' room first, which the guide's LP does not see
+    # even nodes no pod fits on: a batch dealt to two families leaves room in both
     problem = _interleaved(8, 16)
-    room = ExistingBin("n0", "a", "default", {"cpu": 500, "memory": 512, "pods": 10})
-    problem = dataclasses.replace(problem, existing=(room,))
-    karpenter, first, _, full = _first_of(problem)
+    full_node = ExistingBin("n0", "a", "default", {"cpu": 0, "memory": 0, "pods": 0})
+    karpenter, first, _, full = _first_of(dataclasses.replace(problem, existing=(full_node,)))
     assert first is karpenter
     assert full == [karpenter]
