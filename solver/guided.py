@@ -9,7 +9,7 @@ were all m-family, CPU full and a third of their memory idle, at $68.45 an hour 
 same pods on c and m nodes together have a fluid cost of $62.98.
 
 A small LP finds it (``_split``): the pods bucketed by memory per CPU, the offerings grouped
-into families (``_families``: NodePool, capacity type and memory per CPU), each bucket's
+into families (``_families``: NodePool, capacity type, zone and memory per CPU), each bucket's
 CPU and memory dealt fractionally over the families it may use at each family's cheapest
 rate. Each class is then kept to the families its bucket uses, and Karpenter's first fit
 plans that problem. Classes that must share a node (hostname affinity, co-location) keep
@@ -34,7 +34,7 @@ _GAP = 0.5
 """Offerings more than this many octaves of memory per CPU above the next lower one start
 another family. AWS's families are an octave apart (c 2, m 4, r 8 GiB a CPU); within one,
 the small sizes have up to about 0.35 octaves less once the kubelet's reservations are
-taken. A catalog whose families sit closer merges them, and is then not guided."""
+taken. Families closer than this merge into one (a catalog of one family is not guided)."""
 _STEPS = 8
 """Pods are bucketed by memory per CPU in steps of ``1 / _STEPS`` octave."""
 _USED = 1e-6
