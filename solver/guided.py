@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from ortools.linear_solver import pywraplp
 
-from solver.greedy import karpenter_ffd
+from solver.greedy import karpenter_ffd, unplaced_entries
 from solver.problem import Affinity, BinType, CoLocation, PodClass, Problem, Solution
 from solver.problem import TopologyKey as Key
 
@@ -45,7 +45,8 @@ def guided_plan(problem: Problem, *, deadline: float | None = None) -> Solution 
     """Return Karpenter's first fit of ``problem`` with each class kept to its LP families.
 
     None when the guide does not apply (``guided_problem``). The plan is valid for
-    ``problem``: each class only loses offerings.
+    ``problem``: each class only loses offerings; its pods left out carry the reasons of
+    ``problem``.
 
     Raises:
         GreedyTimeout: when ``deadline`` (a ``time.monotonic()`` value) passes first.
@@ -53,7 +54,9 @@ def guided_plan(problem: Problem, *, deadline: float | None = None) -> Solution 
     guided = guided_problem(problem)
     if guided is None:
         return None
-    return karpenter_ffd(guided, deadline=deadline, fall_through=False)
+    plan = karpenter_ffd(guided, deadline=deadline, fall_through=False)
+    # pods left out are explained by the problem's own offerings, not the cut ones
+    return dataclasses.replace(plan, unplaced=unplaced_entries(problem, plan.placed_counts()))
 
 
 def guided_problem(problem: Problem) -> Problem | None:

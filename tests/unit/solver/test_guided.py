@@ -7,7 +7,7 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.greedy import karpenter_ffd
+from solver.greedy import karpenter_ffd, unplaced_entries
 from solver.guided import _families, guided_plan, guided_problem
 from solver.improve import improve
 from solver.problem import BinType, CoLocation, Problem, TopologyKey
@@ -139,3 +139,5 @@ def test_guided_plans_keep_every_rule(problem: Problem) -> None:
     plan = guided_plan(problem)
     if plan is not None:
         assert violations(problem, plan) == []
+        # the pods left out are the problem's, with its reasons
+        assert plan.unplaced == unplaced_entries(problem, plan.placed_counts())
