@@ -573,7 +573,7 @@ def budget_seconds(problem: Problem, config: SolverConfig) -> float:
     """
     if not config.adaptive_budget or config.deterministic_time is not None:
         return config.time_limit_seconds
-    if _requests_gpus(problem):
+    if problem.requests_gpus():
         return config.time_limit_seconds
     pods = sum(c.count for c in problem.classes)
     total = 0.4 + 3e-4 * max(0, pods - 1000)
@@ -585,12 +585,6 @@ def budget_seconds(problem: Problem, config: SolverConfig) -> float:
     # $1.3436 an hour)
     floor = config.min_search_seconds
     return min(config.time_limit_seconds, max(floor, total - config.spent_seconds))
-
-
-def _requests_gpus(problem: Problem) -> bool:
-    """Return whether pods of ``problem`` request GPUs (whole devices or fractions)."""
-    gpu = problem.gpu_resource
-    return any(c.count and (c.gpu_fraction_milli or c.demand.get(gpu, 0)) for c in problem.classes)
 
 
 _REBALANCE_BINS = 50
@@ -619,7 +613,7 @@ def _rebalances(problem: Problem, plan: Solution, full: list[Solution]) -> bool:
     return (
         any(plan is f for f in full)
         and len(plan.new_bins) >= _REBALANCE_BINS
-        and not _requests_gpus(problem)
+        and not problem.requests_gpus()
     )
 
 

@@ -66,8 +66,7 @@ def guided_problem(problem: Problem) -> Problem | None:
     which the LP search packs), the offerings are of one family, the LP has no solution, or
     no class loses an offering.
     """
-    gpu = problem.gpu_resource
-    if any(c.count and (c.gpu_fraction_milli or c.demand.get(gpu, 0)) for c in problem.classes):
+    if problem.requests_gpus():
         return None
     family = _families(problem.bin_types)
     if len({f[3] for f in family.values()}) < 2:  # noqa: PLR2004 - one family: nothing to split

@@ -308,6 +308,11 @@ class Problem:
         """Return the bin type with this id."""
         return _index(self.bin_types)[type_id]
 
+    def requests_gpus(self) -> bool:
+        """Return whether pods of this problem request GPUs (whole devices or fractions)."""
+        gpu = self.gpu_resource
+        return any(c.count and (c.gpu_fraction_milli or c.demand.get(gpu, 0)) for c in self.classes)
+
     def classes_of_gang(self, gang_id: str) -> Iterator[PodClass]:
         """Yield the classes whose pods belong to the gang."""
         return (c for c in self.classes if c.gang == gang_id)

@@ -23,7 +23,7 @@ from solver.problem import (
     UnplacedReason,
 )
 from solver.validate import violations
-from tests.unit.solver.builders import TEST_CONFIG, bt, pc
+from tests.unit.solver.builders import TEST_CONFIG, bt, interleaved, pc, two_families
 from tests.unit.solver.strategies import problems
 
 
@@ -210,17 +210,8 @@ def test_only_a_full_bins_plan_of_many_bins_without_gpu_pods_is_rebalanced() -> 
 
 
 def _interleaved(shrink: int, count: int) -> Problem:
-    """Lean (1 GiB a CPU) and fat (6 GiB a CPU) pods on a CPU-rich and a memory-rich family."""
-    from tests.unit.solver.test_guided import IDS, TYPES  # noqa: PLC0415
-
-    sizes = [(3000, 1), (2500, 6), (2000, 1), (1500, 6), (1000, 1), (500, 6)]
-    return Problem(
-        tuple(TYPES),
-        tuple(
-            pc(f"k{i}", count, cpu // shrink, cpu // shrink * ratio * 1024 // 1000, IDS)
-            for i, (cpu, ratio) in enumerate(sizes)
-        ),
-    )
+    types = two_families()
+    return Problem(tuple(types), interleaved(types, shrink, count))
 
 
 def _first_of(problem: Problem) -> tuple[Solution, Solution, list[Solution], list[Solution]]:

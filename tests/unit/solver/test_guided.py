@@ -12,29 +12,17 @@ from solver.guided import _families, guided_plan, guided_problem
 from solver.improve import improve
 from solver.problem import BinType, CoLocation, Problem, TopologyKey
 from solver.validate import violations
-from tests.unit.solver.builders import GPU, bt, pc
+from tests.unit.solver.builders import GPU, bt, interleaved, pc, two_families
 from tests.unit.solver.strategies import problems
 
 GIB = 1024
-# a CPU-rich family (2 GiB a CPU) and a memory-rich one (8 GiB a CPU, dearer per CPU)
-TYPES = [
-    bt("c4", 4000, 8 * GIB, 400),
-    bt("c8", 8000, 16 * GIB, 800),
-    bt("r4", 4000, 32 * GIB, 600),
-    bt("r8", 8000, 64 * GIB, 1200),
-]
+TYPES = two_families()
 IDS = [t.id for t in TYPES]
 LEAN, FAT = ("k0", "k2", "k4"), ("k1", "k3", "k5")
 
 
 def _mix(count: int = 4) -> Problem:
-    """Lean pods (1 GiB a CPU) and fat ones (6 GiB a CPU) whose sizes interleave."""
-    sizes = [(3000, 1), (2500, 6), (2000, 1), (1500, 6), (1000, 1), (500, 6)]
-    classes = [
-        pc(f"k{i}", count, cpu, cpu * ratio * GIB // 1000, IDS)
-        for i, (cpu, ratio) in enumerate(sizes)
-    ]
-    return Problem(tuple(TYPES), tuple(classes))
+    return Problem(tuple(TYPES), interleaved(TYPES, count=count))
 
 
 def test_lean_pods_are_kept_to_the_cpu_rich_family() -> None:
